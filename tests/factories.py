@@ -1,0 +1,116 @@
+"""Factories for the domain models: valid defaults, override what a test is about."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import timedelta
+from decimal import Decimal
+
+from django.utils import timezone
+
+from rounds import services
+from rounds.models import Round, System, SystemVersion
+from rounds.samples import sample_checklist, sample_package
+
+_counter = itertools.count(1)
+
+
+def protocol_version(key: str = "ai-duel-0.1"):
+    return services.protocol_version_install(key=key)
+
+
+def system_version(name: str | None = None, **overrides) -> SystemVersion:
+    n = next(_counter)
+    system = System.objects.create(name=name or f"System {n}", vendor=f"Vendor {n}")
+    fields = {"version": "1.0", "customer_tier": "pro", "settings": {"quality": "high"}}
+    fields.update(overrides)
+    return SystemVersion.objects.create(system=system, **fields)
+
+
+def round_(
+    *,
+    protocol: str = "ai-duel-0.1",
+    duration_class: str = "minute_1",
+    benchmark_class: str = "best_complete_system",
+    prompt_track: str = "brief_to_film",
+    result_type: str = "leaderboard",
+    aspect_ratio: str = "16:9",
+    packages: int = 1,
+    entries: int = 2,
+    provider_config: dict | None = None,
+    **overrides,
+) -> Round:
+    """A draft round with packages and entries, ready to commit."""
+    n = next(_counter)
+    version = protocol_version(protocol)
+    fields = dict(
+        slug=f"round-{n}",
+        title=f"Round {n}",
+        protocol_version=version,
+        result_type=result_type,
+        benchmark_class=benchmark_class,
+        prompt_track=prompt_track,
+        duration_class=duration_class,
+        aspect_ratio=aspect_ratio,
+        budget_per_system=Decimal("100.00"),
+        cost_ceiling=Decimal("150.00"),
+        deadline=timezone.now() + timedelta(days=7),
+        retry_limit=2,
+        human_action_cap=3,
+        detection_thresholds=detection_thresholds(),
+    )
+    if benchmark_class == "common_visual_engine":
+        fields["credit_limit_per_system"] = Decimal("50.00")
+        fields["engine_controls"] = engine_controls()
+    fields.update(overrides)
+    round_obj = Round.objects.create(**fields)
+    for i in range(packages):
+        services.package_add(
+            round_=round_obj,
+            prompt_key=f"P{i + 1}",
+            content=sample_package(
+                i, duration_class=duration_class, aspect_ratio=aspect_ratio, prompt_track=prompt_track
+            ),
+            checklist=sample_checklist(i),
+        )
+    for _ in range(entries):
+        services.entry_add(
+            round_=round_obj,
+            system_version=system_version(),
+            provider_config=provider_config or {"adapter": "reference", "profile": "good"},
+        )
+    return round_obj
+
+
+def detection_thresholds() -> dict:
+    # Replaced by the media pipeline's frozen defaults once they land.
+    return {"black": {"min_duration_s": 0.5}, "frozen": {"min_duration_s": 2.0}}
+
+
+def engine_controls() -> dict:
+    return {
+        "engine_provider": "duel-reference",
+        "engine_model_id": "ref-video-1",
+        "api_version": "2026-01",
+        "provider_region": "local",
+        "account_tier": "standard",
+        "permitted_parameters": {"seconds": {"min": 1, "max": 10}, "seed": {}, "style": {}},
+        "resolution": "320x180",
+        "permitted_engine_inputs": ["text"],
+        "credit_limit_per_system": "50.00",
+        "production_budget_per_system": "100.00",
+        "deadline": (timezone.now() + timedelta(days=7)).isoformat(),
+        "technical_retry_limit": 2,
+        "human_action_limit": 0,
+        "rate_limit_and_concurrency": {"requests_per_minute": 60, "concurrency": 2},
+    }
+
+
+def committed_round(**kwargs) -> Round:
+    round_obj = round_(**kwargs)
+    return services.round_commit(round_=round_obj, actor="test")
+
+
+def open_round(**kwargs) -> Round:
+    round_obj = committed_round(**kwargs)
+    return services.round_open(round_=round_obj, actor="test")
