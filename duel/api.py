@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
-from rest_framework import permissions, status
+from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
@@ -20,12 +20,3 @@ def exception_handler(exc, context):
             status=status.HTTP_409_CONFLICT,
         )
     return drf_exception_handler(exc, context)
-
-
-class StaffWritePublicRead(permissions.BasePermission):
-    """Anyone may read; only staff may write."""
-
-    def has_permission(self, request, view):
-        if request.method in permissions.SAFE_METHODS:
-            return True
-        return bool(request.user and request.user.is_staff)

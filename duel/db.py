@@ -96,6 +96,47 @@ def frozen_columns_sql(
     return {"postgresql": ([pg[0]], [pg[1]]), "sqlite": sqlite}
 
 
+_REGISTRY: dict[str, dict[str, tuple[list[str], list[str]]]] = {}
+
+
+def register_append_only(table: str) -> None:
+    """Declare ``table`` append-only; :func:`install_triggers` creates its triggers."""
+    _REGISTRY[f"{table}:append_only"] = append_only_sql(table)
+
+
+def register_frozen_columns(
+    table: str, guard: str, columns: Sequence[str], *, forbid_delete: bool = True
+) -> None:
+    """Declare ``columns`` of ``table`` frozen once ``guard`` is set."""
+    _REGISTRY[f"{table}:frozen"] = frozen_columns_sql(
+        table, guard, columns, forbid_delete=forbid_delete
+    )
+
+
+def install_triggers(using: str = "default", **_: object) -> None:
+    """(Re)create every registered trigger: idempotent, run after every ``migrate``.
+
+    Triggers are installed after migrations rather than inside them because SQLite rebuilds a
+    table (dropping its triggers) whenever a migration alters it; re-installing after each
+    migrate keeps the database's refusal in force on both vendors.
+    """
+    from django.db import connections
+
+    connection = connections[using]
+    vendor = connection.vendor
+    with connection.cursor() as cursor:
+        for sql in _REGISTRY.values():
+            if vendor not in sql:
+                raise NotImplementedError(f"no trigger SQL for database vendor {vendor!r}")
+            forward, reverse = sql[vendor]
+            for statement in [*reverse, *forward]:
+                cursor.execute(statement)
+
+
+def registered_tables() -> list[str]:
+    return sorted(key.split(":")[0] for key in _REGISTRY)
+
+
 def run_sql_per_vendor(sql: dict[str, tuple[list[str], list[str]]]) -> migrations.RunPython:
     """A migration operation that runs the vendor's statements (forward and reverse)."""
 
@@ -110,3 +151,9 @@ def run_sql_per_vendor(sql: dict[str, tuple[list[str], list[str]]]) -> migration
         return apply
 
     return migrations.RunPython(_run(0), _run(1))
+
+
+def install_triggers_after_migrate(sender, using: str = "default", **kwargs) -> None:
+    """post_migrate receiver: runs once per migrate (for the last app's signal is enough,
+    but re-running is idempotent and cheap)."""
+    install_triggers(using=using)

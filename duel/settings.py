@@ -180,7 +180,7 @@ REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["duel.api.StaffWritePublicRead"],
+    "DEFAULT_PERMISSION_CLASSES": ["duel.permissions.StaffWritePublicRead"],
     "EXCEPTION_HANDLER": "duel.api.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,

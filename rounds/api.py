@@ -126,3 +126,34 @@ def run_manifest(request, public_id):
     response = JsonResponse(document, json_dumps_params={"sort_keys": True})
     response["X-Manifest-SHA256"] = manifest.sha256
     return response
+
+
+def public_proxy(request, storage_name: str):
+    """The public review proxy of a run, streamed from storage.
+
+    Before the round's reveal only staff may fetch it by this address: voters and jurors get
+    proxies through per-assignment opaque addresses, so this one cannot link a film they saw
+    to a run or a manifest.
+    """
+    run = (
+        Run.objects.select_related("entry__round", "proxy_file")
+        .filter(proxy_file__storage_name=storage_name)
+        .first()
+    )
+    if run is None:
+        raise Http404("no such proxy")
+    if not (run.entry.round.identities_revealed or request.user.is_staff):
+        raise Http404("no such proxy")
+    return stream_media_file(run.proxy_file)
+
+
+def stream_media_file(media_file):
+    """A streaming response for a stored file (never read whole into memory)."""
+    from django.core.files.storage import default_storage
+    from django.http import FileResponse
+
+    handle = default_storage.open(media_file.storage_name, "rb")
+    response = FileResponse(handle, content_type=media_file.content_type)
+    response["X-Content-SHA256"] = media_file.sha256
+    response["Cache-Control"] = "private, max-age=3600"
+    return response

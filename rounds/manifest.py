@@ -24,7 +24,16 @@ from ledger.services import entry_append
 from rounds.models import Attempt, Disclosure, Run, RunManifest
 
 SCHEMA_PATH = Path(settings.BASE_DIR) / "schemas" / "run-manifest.schema.json"
-IDENTITY_FIELDS = ("system", "engines", "customer_tier", "audio_providers", "disclosures")
+# Withheld before the reveal: the identity itself, and the proxy address, which would let a
+# voter link a film seen on a vote page to this run.
+IDENTITY_FIELDS = (
+    "system",
+    "engines",
+    "customer_tier",
+    "audio_providers",
+    "disclosures",
+    "public_proxy_url",
+)
 
 
 @cache

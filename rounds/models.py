@@ -314,7 +314,7 @@ class Round(models.Model):
                 condition=Q(prompt_track__in=PromptTrack.values), name="round_prompt_track_valid"
             ),
             models.CheckConstraint(
-                condition=Q(state="draft") | Q(committed_at__isnull=False),
+                condition=Q(state__in=["draft", "cancelled"]) | Q(committed_at__isnull=False),
                 name="round_committed_has_time",
             ),
         ]
@@ -488,6 +488,8 @@ class Entry(models.Model):
             ),
         ]
 
+    FROZEN_FIELDS = ("round_id", "system_version_id", "label", "path", "provider_config")
+
     def __str__(self) -> str:
         return f"{self.round.slug}/{self.label}"
 
@@ -649,6 +651,20 @@ class Attempt(models.Model):
                 name="attempt_failed_has_code",
             ),
         ]
+
+    FROZEN_FIELDS = (
+        "run_id",
+        "number",
+        "state",
+        "provider_request_id",
+        "failure_code",
+        "retry_reason",
+        "cost",
+        "local_compute",
+        "output_id",
+        "output_sha256",
+        "arrived_at",
+    )
 
     def __str__(self) -> str:
         return f"{self.run} attempt {self.number}"

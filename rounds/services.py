@@ -276,7 +276,7 @@ def round_commit(*, round_: Round, actor: str) -> Round:
     problems = _commit_problems(round_)
     if problems:
         raise ValidationError(problems)
-    protocol_version_freeze(version=round_.protocol_version)
+    round_.protocol_version = protocol_version_freeze(version=round_.protocol_version)
     now = timezone.now()
     controls = round_controls(round_)
     round_.controls_sha256 = canonical_sha256(controls)

@@ -12,5 +12,6 @@ router.register("runs", api.RunViewSet, basename="run")
 
 urlpatterns = [
     path("runs/<uuid:public_id>/manifest.json", api.run_manifest, name="run-manifest"),
+    path("proxies/<path:storage_name>", api.public_proxy, name="media-proxy"),
     path("", include(router.urls)),
 ]

@@ -69,7 +69,10 @@ def round_(
             round_=round_obj,
             prompt_key=f"P{i + 1}",
             content=sample_package(
-                i, duration_class=duration_class, aspect_ratio=aspect_ratio, prompt_track=prompt_track
+                i,
+                duration_class=duration_class,
+                aspect_ratio=aspect_ratio,
+                prompt_track=prompt_track,
             ),
             checklist=sample_checklist(i),
         )
@@ -114,3 +117,50 @@ def committed_round(**kwargs) -> Round:
 def open_round(**kwargs) -> Round:
     round_obj = committed_round(**kwargs)
     return services.round_open(round_=round_obj, actor="test")
+
+
+def media_file(path, *, kind: str = "proxy"):
+    """Store a local file in the default storage under an opaque name; return its MediaFile."""
+    import hashlib
+    import secrets
+    from pathlib import Path
+
+    from django.core.files import File
+    from django.core.files.storage import default_storage
+
+    from media_pipeline.models import MediaFile
+
+    path = Path(path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    name = f"{kind}/{secrets.token_hex(16)}.mp4"
+    with path.open("rb") as fh:
+        stored = default_storage.save(name, File(fh))
+    return MediaFile.objects.create(
+        kind=kind, storage_name=stored, sha256=digest, size_bytes=path.stat().st_size
+    )
+
+
+def finished_run(entry, package, *, original_path, proxy_path=None, problems=(), cost=None):
+    """A run taken through the run-rule services to its end, with real media files."""
+    from rounds.models import Run
+
+    run = services.run_create(entry=entry, package=package)
+    run = services.run_start(run=run)
+    attempt = services.attempt_begin(run=run)
+    attempt = services.attempt_submitted(attempt=attempt, provider_request_id=f"req-{run.pk}")
+    original = media_file(original_path, kind="original")
+    services.attempt_arrived(
+        attempt=attempt,
+        output=original,
+        cost=cost or {"billed_cost": "1.00", "public_list_cost": "1.20"},
+    )
+    services.attempt_accept(attempt=attempt)
+    run = services.run_validated(
+        run=Run.objects.get(pk=run.pk),
+        problems=list(problems),
+        duration_s=60.0,
+        effective_duration_s=60.0,
+        output_facts={"width": 320, "height": 180, "display_aspect_ratio": "16:9", "fps": 12},
+    )
+    proxy = media_file(proxy_path or original_path, kind="proxy")
+    return services.run_proxy_attached(run=run, proxy_file=proxy)
