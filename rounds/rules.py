@@ -10,19 +10,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from rounds.gateways.base import FailureReason
 from rounds.protocols import Protocol
 
-# The platform's failure codes (rounds.gateways raises these; media validation maps onto them).
-FAILURE_CODES: tuple[str, ...] = (
-    "provider_error",
-    "infrastructure_failure",
-    "timeout",
-    "empty_file",
-    "unplayable_file",
-    "missing_stream",
-    "safety_block",
-    "wrong_duration_or_resolution",
-)
+# The platform's failure codes: the gateways' taxonomy (media validation maps onto it too).
+FAILURE_CODES: tuple[str, ...] = tuple(str(reason) for reason in FailureReason)
 
 # Media validation problem codes that make an output technically invalid, and the failure
 # code each one is (protocol: Run rules, "Permit a retry only after one of these events").

@@ -11,8 +11,9 @@ import contextlib
 import json
 import os
 import subprocess
+import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,14 +43,41 @@ def publishing(dest_path: Path) -> Iterator[Path]:
             tmp.unlink()
 
 
-def run_tool(args: Sequence[str], *, timeout_s: float | None = None) -> None:
-    """Run ffmpeg/ffprobe quietly; raise :class:`ToolFailed` with the error tail on failure."""
-    proc = subprocess.run(
-        list(args), stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, check=False
-    )
-    if proc.returncode != 0:
-        tail = proc.stderr.decode("utf-8", "replace").strip().splitlines()[-6:]
-        raise ToolFailed(f"{args[0]} exited {proc.returncode}", "\n".join(tail))
+def run_tool(
+    args: Sequence[str],
+    *,
+    timeout_s: float | None = None,
+    stdin_chunks: Iterable[bytes] | None = None,
+) -> None:
+    """Run ffmpeg/ffprobe quietly; raise :class:`ToolFailed` with the error tail on failure.
+
+    ``stdin_chunks`` are streamed to the tool's standard input (raw audio for ``pipe:0``);
+    stderr goes to a temporary file so no pipe can fill up and stall the tool.
+    """
+    with tempfile.TemporaryFile() as errors:
+        proc = subprocess.Popen(
+            list(args),
+            stdin=subprocess.PIPE if stdin_chunks is not None else subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
+        )
+        try:
+            if stdin_chunks is not None:
+                assert proc.stdin is not None
+                with contextlib.suppress(BrokenPipeError):
+                    # A broken pipe means the tool died; its exit code and stderr say why.
+                    with proc.stdin:
+                        for chunk in stdin_chunks:
+                            proc.stdin.write(chunk)
+            returncode = proc.wait(timeout=timeout_s)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        if returncode != 0:
+            errors.seek(0)
+            tail = errors.read().decode("utf-8", "replace").strip().splitlines()[-6:]
+            raise ToolFailed(f"{args[0]} exited {returncode}", "\n".join(tail))
 
 
 def probe(path: Path, *, timeout_s: float = 60) -> dict[str, Any]:

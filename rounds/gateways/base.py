@@ -234,6 +234,11 @@ class AdapterConfigurationError(ValueError):
     """
 
 
+class JobNotFinished(RuntimeError):
+    """``fetch`` was called for a job that has not succeeded yet: a caller error, not a
+    provider failure (poll until ``succeeded`` first)."""
+
+
 def failure_for(reason: FailureReason | str, message: str, **kwargs: Any) -> ProviderFailure:
     """Build the exception for a reason code (for callers that classify outside an adapter)."""
     return FAILURE_CLASSES[FailureReason(reason)](message, **kwargs)

@@ -47,7 +47,6 @@ import tempfile
 import textwrap
 import time
 import uuid
-import wave
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
@@ -66,6 +65,7 @@ from rounds.gateways.base import (
     EngineClip,
     FetchedAsset,
     InfrastructureFailure,
+    JobNotFinished,
     JobState,
     JobStatus,
     ProviderError,
@@ -99,10 +99,6 @@ SCENE_WEIGHTS: tuple[float, ...] = (0.3, 0.4, 0.3)
 # Paths we put into ffmpeg filter arguments: no characters the filtergraph parser treats
 # specially, so no escaping layer is needed (and none can be got wrong).
 _SAFE_FILTER_PATH = re.compile(r"^[A-Za-z0-9_./-]+$")
-
-
-class JobNotFinished(RuntimeError):
-    """``fetch`` was called for a job that has not succeeded (a caller error, not a failure)."""
 
 
 # ---------------------------------------------------------------------------
@@ -306,47 +302,47 @@ def _filter_path(path: Path) -> str:
     return text
 
 
-def write_soundtrack(spec: FilmSpec, path: Path) -> None:
-    """Write the film's soundtrack as 16-bit mono WAV, one note at a time (constant memory).
+def soundtrack_chunks(spec: FilmSpec) -> Iterator[bytes]:
+    """The film's soundtrack as raw 16-bit little-endian mono PCM, one note per chunk.
 
     Each scene plays its melody (plucked sine notes on the beat) over a soft drone whose phase
-    runs on across notes; sample counts match the video frames exactly.
+    runs on across notes; sample counts match the video frames exactly. Generated lazily and
+    piped into ffmpeg, so neither memory nor scratch disk grows with the film's length.
     """
     rate = spec.sample_rate
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        written = 0
-        video_frames = 0
-        for scene in spec.scenes:
-            video_frames += scene.frames
-            scene_end = round(video_frames * rate / spec.fps)
-            beat = max(1, round(rate / scene.beats_per_second))
-            note = 0
-            while written < scene_end:
-                n = min(beat, scene_end - written)
-                t = np.arange(n, dtype=np.float64) / rate
-                absolute = (written + np.arange(n, dtype=np.float64)) / rate
-                freq = scene.notes_hz[note % len(scene.notes_hz)]
-                envelope = np.exp(-3.5 * t) * np.minimum(1.0, (n - np.arange(n)) / 64.0)
-                signal = 0.28 * np.sin(2 * math.pi * freq * t) * envelope
-                signal += 0.08 * np.sin(2 * math.pi * scene.drone_hz * absolute)
-                out.writeframes((np.clip(signal, -1, 1) * 32767).astype("<i2").tobytes())
-                written += n
-                note += 1
+    written = 0
+    video_frames = 0
+    for scene in spec.scenes:
+        video_frames += scene.frames
+        scene_end = round(video_frames * rate / spec.fps)
+        beat = max(1, round(rate / scene.beats_per_second))
+        note = 0
+        while written < scene_end:
+            n = min(beat, scene_end - written)
+            index = np.arange(n, dtype=np.float64)
+            t = index / rate
+            freq = scene.notes_hz[note % len(scene.notes_hz)]
+            envelope = np.exp(-3.5 * t) * np.minimum(1.0, (n - index) / 64.0)
+            signal = 0.28 * np.sin(2 * math.pi * freq * t) * envelope
+            signal += 0.08 * np.sin(2 * math.pi * scene.drone_hz * (written + index) / rate)
+            yield (np.clip(signal, -1, 1) * 32767).astype("<i2").tobytes()
+            written += n
+            note += 1
 
 
-def render_command(
-    spec: FilmSpec, *, text_files: Sequence[Path], audio_path: Path | None, out_path: Path
-) -> list[str]:
+def _pcm_input(sample_rate: int) -> list[str]:
+    return ["-f", "s16le", "-ar", str(sample_rate), "-ac", "1", "-i", "pipe:0"]
+
+
+def render_command(spec: FilmSpec, *, text_files: Sequence[Path], out_path: Path) -> list[str]:
     """The ffmpeg argument list that renders ``spec`` (pure, so it can be inspected in tests).
 
-    Bit-exact flags and a single encoder thread make the output byte-identical across runs.
+    With ``spec.audio`` the soundtrack is read as raw PCM from standard input. Bit-exact flags
+    and a single encoder thread make the output byte-identical across runs.
     """
     fontsize = _fontsize(spec)
     font = _filter_path(spec.font_path)
-    args = [FFMPEG, "-nostdin", "-v", "error", "-y"]
+    args = [FFMPEG, "-v", "error", "-y"]
     chains = []
     for index, (scene, text_file) in enumerate(zip(spec.scenes, text_files, strict=True)):
         moving = scene.frames - scene.frozen_frames
@@ -377,10 +373,10 @@ def render_command(
         chains.append(chain + f",trim=end_frame={scene.frames},setpts=PTS-STARTPTS[v{index}]")
     joined = "".join(f"[v{i}]" for i in range(len(spec.scenes)))
     chains.append(f"{joined}concat=n={len(spec.scenes)}:v=1:a=0[v]")
-    if audio_path is not None:
-        args += ["-i", str(audio_path)]
+    if spec.audio:
+        args += _pcm_input(spec.sample_rate)
     args += ["-filter_complex", ";".join(chains), "-map", "[v]"]
-    if audio_path is not None:
+    if spec.audio:
         args += ["-map", f"{len(spec.scenes)}:a", "-c:a", "aac", "-b:a", "64k", "-ac", "1"]
     args += [
         "-c:v",
@@ -443,13 +439,10 @@ def render_film(
                 _wrap(scene.text, spec.width, spec.height, fontsize), encoding="utf-8"
             )
             text_files.append(text_file)
-        audio_path = None
-        if spec.audio:
-            audio_path = scratch / "soundtrack.wav"
-            write_soundtrack(spec, audio_path)
         run_tool(
-            render_command(spec, text_files=text_files, audio_path=audio_path, out_path=tmp),
+            render_command(spec, text_files=text_files, out_path=tmp),
             timeout_s=timeout_s,
+            stdin_chunks=soundtrack_chunks(spec) if spec.audio else None,
         )
         if truncate_fraction is not None:
             size = tmp.stat().st_size
@@ -896,10 +889,12 @@ class OrchestrationPlan:
     keeps one (the rest are discarded seconds, an engine measure); ``params`` are passed to
     every engine call (the frozen resolution goes here); ``max_attempts_per_shot`` bounds how
     often a failed call is tried again with a plainer prompt; with ``use_native_audio`` the
-    clips' own audio is kept, otherwise the orchestrator scores its own soundtrack.
+    clips' own audio is kept, otherwise the orchestrator scores its own soundtrack. Shot
+    lengths are whole frames at ``fps`` (the film's frame rate), so clips add up exactly.
     """
 
     shot_seconds: float = 10.0
+    fps: int = 12
     takes_per_shot: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
     max_attempts_per_shot: int = 2
@@ -993,12 +988,10 @@ def _sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _shots(total_s: float, shot_s: float) -> list[float]:
-    count = max(1, math.ceil(total_s / shot_s - 1e-9))
-    base = round(total_s / count, 3)
-    shots = [base] * count
-    shots[-1] = round(total_s - base * (count - 1), 3)
-    return shots
+def _shots(frames: int, max_frames: int) -> list[int]:
+    """Split a scene's frames into the fewest shots of at most ``max_frames``, near-equal."""
+    count = max(1, math.ceil(frames / max(1, max_frames)))
+    return _split_frames(frames, [1.0] * count)
 
 
 def reference_orchestrate(
@@ -1032,15 +1025,15 @@ def reference_orchestrate(
     work_dir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(canonical_sha256({"package": dict(package), "seed": seed}))
     texts = scene_texts(package)
-    scene_seconds = [
-        frames / 1000 for frames in _split_frames(round(target_s * 1000), plan.scene_weights)
-    ]
+    scene_frames = _split_frames(round(target_s * plan.fps), plan.scene_weights)
+    max_shot_frames = int(plan.shot_seconds * plan.fps)
     used: list[ClipUse] = []
     discarded: list[ClipUse] = []
     failures: list[dict[str, Any]] = []
     cost: CostReport | None = None
-    for scene, text, seconds in zip(SCENE_NAMES, texts, scene_seconds, strict=True):
-        for shot, shot_s in enumerate(_shots(seconds, plan.shot_seconds)):
+    for scene, text, frames in zip(SCENE_NAMES, texts, scene_frames, strict=True):
+        for shot, shot_frames in enumerate(_shots(frames, max_shot_frames)):
+            shot_s = round(shot_frames / plan.fps, 6)
             takes: list[ClipUse] = []
             for take in range(plan.takes_per_shot):
                 prompt = f"{scene.capitalize()}: {text}"
@@ -1093,6 +1086,7 @@ def reference_orchestrate(
         height=height,
         soundtrack_seed=rng.randrange(0, 2**31) if not plan.use_native_audio else None,
         package=package,
+        fps=plan.fps,
         work_dir=work_dir,
     )
     return OrchestrationResult(
@@ -1126,8 +1120,9 @@ def assemble_film(
         listing.write_text(
             "".join(f"file '{Path(c).resolve().as_posix()}'\n" for c in clips), encoding="utf-8"
         )
-        args = [FFMPEG, "-nostdin", "-v", "error", "-y", "-f", "concat", "-safe", "0"]
+        args = [FFMPEG, "-v", "error", "-y", "-f", "concat", "-safe", "0"]
         args += ["-i", str(listing)]
+        chunks = None
         total_s = sum(probed_seconds(probe(Path(c))) for c in clips)
         if soundtrack_seed is not None:
             score = plan_film(
@@ -1137,9 +1132,8 @@ def assemble_film(
                 fps=fps,
                 short_side=min(width, height),
             )
-            audio = scratch / "score.wav"
-            write_soundtrack(score, audio)
-            args += ["-i", str(audio), "-map", "0:v:0", "-map", "1:a:0"]
+            chunks = soundtrack_chunks(score)
+            args += _pcm_input(score.sample_rate) + ["-map", "0:v:0", "-map", "1:a:0"]
         else:
             args += ["-map", "0:v:0", "-map", "0:a:0"]
         args += [
@@ -1174,5 +1168,5 @@ def assemble_film(
             "mp4",
             str(tmp),
         ]
-        run_tool(args)
+        run_tool(args, stdin_chunks=chunks)
         return probed_seconds(probe(tmp))
