@@ -8,7 +8,7 @@ class RoundsConfig(AppConfig):
 
     def ready(self) -> None:
         from duel import db
-        from rounds.models import Attempt, Entry, InputPackage, ProtocolVersion, Round, Run
+        from rounds.models import Attempt, Entry, InputPackage, Round, Run
 
         # Committed rows: frozen columns once the guard column is set (protocol: Prompt
         # commitment, Run rules, Version changes).

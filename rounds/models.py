@@ -447,6 +447,23 @@ class InputPackage(models.Model):
         return f"{self.round.slug}/{self.prompt_key}"
 
 
+def _new_nonce() -> str:
+    import secrets
+
+    return secrets.token_hex(32)
+
+
+def identity_commitment(label: str, identity: str, nonce: str) -> str:
+    """SHA-256 over canonical JSON of the label, the identity and the nonce.
+
+    Logged at commit; at the reveal the identity and nonce are published, so anyone can check
+    that the identity behind each anonymous label was fixed before any judgment.
+    """
+    from duel.canonical import canonical_sha256
+
+    return canonical_sha256({"label": label, "identity": identity, "nonce": nonce})
+
+
 class Entry(models.Model):
     """A system version entered in a round, under an anonymous label."""
 
@@ -467,6 +484,12 @@ class Entry(models.Model):
         help_text='Adapter configuration, e.g. {"adapter": "reference", "profile": "good"}',
     )
     gateway_token_hash = models.CharField(max_length=64, blank=True)
+    identity_nonce = models.CharField(
+        max_length=64,
+        default=_new_nonce,
+        editable=False,
+        help_text="Private until the reveal: binds the committed identity hash to the identity.",
+    )
     provider_watermark = models.BooleanField(
         default=False, help_text="The provider requires a visible watermark on its output."
     )
@@ -488,10 +511,23 @@ class Entry(models.Model):
             ),
         ]
 
-    FROZEN_FIELDS = ("round_id", "system_version_id", "label", "path", "provider_config")
+    FROZEN_FIELDS = (
+        "round_id",
+        "system_version_id",
+        "label",
+        "path",
+        "provider_config",
+        "identity_nonce",
+    )
 
     def __str__(self) -> str:
         return f"{self.round.slug}/{self.label}"
+
+    @property
+    def identity(self) -> str:
+        """The public identity string revealed after the unlock."""
+        version = self.system_version
+        return f"{version.system.name} {version.version} ({version.customer_tier})"
 
     @property
     def is_exhibition(self) -> bool:
@@ -551,6 +587,9 @@ class Run(models.Model):
     )
     exhibition_reason = models.TextField(blank=True)
     task_id = models.CharField(max_length=255, blank=True)
+    operated_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life from the worker operating the run."
+    )
     protocol_key = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

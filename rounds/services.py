@@ -40,6 +40,7 @@ from rounds.models import (
     Run,
     Season,
     SystemVersion,
+    identity_commitment,
 )
 from rounds.protocols import load_definition
 
@@ -333,10 +334,10 @@ def round_commit(*, round_: Round, actor: str) -> Round:
             payload={
                 "label": entry.label,
                 "path": entry.path,
-                # The identity is committed as a salted hash so it can be proven at the reveal
-                # without disclosing it now.
-                "identity_commitment": salted_hash(
-                    f"{entry.system_version_id}:{entry.system_version}", purpose="entry-identity"
+                # The identity is committed as a hash with a private nonce, published at the
+                # reveal, so anyone can check it was fixed before any judgment.
+                "identity_commitment": identity_commitment(
+                    entry.label, entry.identity, entry.identity_nonce
                 ),
             },
         )
@@ -746,6 +747,19 @@ def attempt_fail(
         deadline_passed=bool(round_.deadline and round_.deadline <= timezone.now()),
         budget_exhausted=bool(run.reserved_budget is not None and spent >= run.reserved_budget),
     )
+    if (
+        not decision.retry
+        and decision.final_state == FinalState.COMPLETED_NONCONFORMING
+        and attempt.output_id
+    ):
+        # A usable output outside the rules is preserved, validated and proxied, and kept in
+        # the reliability result as completed_nonconforming (never in the main ranking).
+        attempt.state = Attempt.State.ACCEPTED
+        attempt.ended_at = timezone.now()
+        attempt.save(update_fields=["state", "ended_at", "cost", "local_compute"])
+        _attempt_log(attempt)
+        _accept(run, attempt)
+        return decision
     attempt.failure_code = failure_code
     attempt.failure_message = message[:2000]
     attempt.retry_reason = decision.protocol_reason if decision.retry else ""
@@ -764,9 +778,6 @@ def attempt_fail(
     )
     _attempt_log(attempt)
     if not decision.retry:
-        if decision.final_state == FinalState.COMPLETED_NONCONFORMING and attempt.output_id:
-            # A usable output outside the rules is preserved and kept in the reliability result.
-            _accept(run, attempt)
         _finish(run, decision.final_state, f"{failure_code}: {decision.explanation}. {message}")
     return decision
 

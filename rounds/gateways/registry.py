@@ -15,7 +15,7 @@ from typing import Any
 
 from rounds.gateways.base import AdapterConfigurationError, SystemProvider, VideoEngine
 
-ADAPTERS: tuple[str, ...] = ("reference", "http")
+ADAPTERS: tuple[str, ...] = ("reference", "http", "reference_orchestrator")
 
 
 def _default_state_dir(name: str) -> Path:
@@ -44,6 +44,12 @@ def get_system_provider(config: Mapping[str, Any]) -> SystemProvider:
         from rounds.gateways.http import HttpSystemProvider
 
         return HttpSystemProvider(config)
+    if adapter == "reference_orchestrator":
+        from rounds.gateways.orchestrator import ReferenceOrchestratorProvider
+
+        config = dict(config)
+        config.setdefault("state_dir", _default_state_dir("reference-provider"))
+        return ReferenceOrchestratorProvider.from_config(config)
     from rounds.gateways.reference import ReferenceProvider
 
     config = dict(config)
