@@ -7,6 +7,8 @@ Fields, constraints and small derived properties only; every rule that changes a
 
 from __future__ import annotations
 
+import copy
+import functools
 import uuid
 
 from django.conf import settings
@@ -222,6 +224,18 @@ class Season(models.Model):
 # Rounds
 
 
+@functools.cache
+def _detection_controls(ffmpeg_binary: str) -> dict:
+    from media_pipeline.detection import detection_controls
+
+    return detection_controls(ffmpeg_binary=ffmpeg_binary)
+
+
+def default_detection_controls() -> dict:
+    """The platform's default detection thresholds with the ffmpeg that applies them."""
+    return copy.deepcopy(_detection_controls(settings.DUEL_FFMPEG))
+
+
 class Round(models.Model):
     """A benchmark round: one protocol version, one pool, frozen controls.
 
@@ -271,7 +285,11 @@ class Round(models.Model):
     retry_limit = models.PositiveSmallIntegerField(null=True, blank=True)
     human_action_cap = models.PositiveSmallIntegerField(null=True, blank=True)
     engine_controls = models.JSONField(default=dict, blank=True)
-    detection_thresholds = models.JSONField(default=dict, blank=True)
+    detection_thresholds = models.JSONField(
+        default=default_detection_controls,
+        blank=True,
+        help_text="Frozen at commit with the ffmpeg version that applies them.",
+    )
     voting_settings = models.JSONField(
         default=dict,
         blank=True,

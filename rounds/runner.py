@@ -192,7 +192,10 @@ def _record_validation(run: Run, analysis) -> Run:
         problems=list(analysis.problems),
         duration_s=analysis.duration_s,
         effective_duration_s=analysis.effective_duration_s,
-        output_facts=analysis.output_facts,
+        output_facts={
+            key: analysis.report.get(key)
+            for key in ("width", "height", "display_aspect_ratio", "fps")
+        },
     )
 
 

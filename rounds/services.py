@@ -200,6 +200,19 @@ def round_controls(round_: Round) -> dict[str, Any]:
     }
 
 
+def detection_threshold_problems(record: dict[str, Any]) -> list[str]:
+    """The round freezes the detection thresholds with the ffmpeg version that applies them."""
+    from media_pipeline.detection import ThresholdsInvalid, validated_thresholds
+
+    if not record or "thresholds" not in record or not record.get("ffmpeg_version"):
+        return ["detection thresholds must be frozen with the ffmpeg version before the round"]
+    try:
+        validated_thresholds(record["thresholds"])
+    except ThresholdsInvalid as exc:
+        return [f"detection thresholds: {exc}"]
+    return []
+
+
 def _commit_problems(round_: Round) -> list[str]:
     protocol = round_.protocol
     problems = []
@@ -223,8 +236,7 @@ def _commit_problems(round_: Round) -> list[str]:
         problems.extend(rules.engine_controls_problems(protocol, round_.engine_controls))
         if round_.credit_limit_per_system is None:
             problems.append("a common-engine round needs the credit limit per system")
-    if not round_.detection_thresholds:
-        problems.append("detection thresholds must be frozen before the round")
+    problems.extend(detection_threshold_problems(round_.detection_thresholds))
     if round_.season_id and round_.season.state == Season.State.CLOSED:
         problems.append(f"season {round_.season.name} is closed")
     packages = list(round_.packages.all())
@@ -305,8 +317,9 @@ def round_commit(*, round_: Round, actor: str) -> Round:
         kind="detection_thresholds",
         subject=subject,
         payload={
-            "thresholds": round_.detection_thresholds,
-            "sha256": canonical_sha256(round_.detection_thresholds),
+            "thresholds": round_.detection_thresholds["thresholds"],
+            "sha256": canonical_sha256(round_.detection_thresholds["thresholds"]),
+            "ffmpeg_version": round_.detection_thresholds["ffmpeg_version"],
         },
     )
     for package in round_.packages.select_for_update(no_key=True).order_by("prompt_key"):

@@ -86,8 +86,9 @@ def round_(
 
 
 def detection_thresholds() -> dict:
-    # Replaced by the media pipeline's frozen defaults once they land.
-    return {"black": {"min_duration_s": 0.5}, "frozen": {"min_duration_s": 2.0}}
+    from rounds.models import default_detection_controls
+
+    return default_detection_controls()
 
 
 def engine_controls() -> dict:

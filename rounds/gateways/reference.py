@@ -264,7 +264,7 @@ def plan_film(
                 text=text,
                 colours=_palette(rng, (base_hue + index / 3) % 1.0, quality),
                 gradient_type=(0, 3, 2)[index % 3],
-                speed=round(0.01 + 0.02 * rng.random(), 4),
+                speed=round(0.04 + 0.04 * rng.random(), 4),
                 gradient_seed=rng.randrange(0, 2**31),
                 notes_hz=notes,
                 drone_hz=root / 2 * 2 ** ((0, 5, 0)[index % 3] / 12),

@@ -60,6 +60,7 @@ def test_hashes_are_deterministic_over_canonical_json():
         ({"human_action_cap": None}, "human-action cap"),
         ({"budget_per_system": None}, "budget"),
         ({"detection_thresholds": {}}, "detection thresholds"),
+        ({"detection_thresholds": {"thresholds": {"x": 1}, "ffmpeg_version": "5"}}, "unknown keys"),
         ({"duration_class": "minute_3"}, "duration class"),
     ],
 )
