@@ -131,6 +131,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
 # redelivers a task that is still running.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 3600}
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DUEL_CELERY_QUEUE", "duel")
+# How often a run's worker polls its provider.
+DUEL_RUN_POLL_INTERVAL_S = float(os.environ.get("DUEL_RUN_POLL_INTERVAL_S", "2.0"))
 
 # Storage
 MEDIA_ROOT = Path(os.environ.get("DUEL_MEDIA_ROOT", VAR_DIR / "media"))
@@ -161,6 +163,15 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DUEL_FFMPEG = os.environ.get("DUEL_FFMPEG", "ffmpeg")
 DUEL_FFPROBE = os.environ.get("DUEL_FFPROBE", "ffprobe")
 DUEL_WORK_DIR = Path(os.environ.get("DUEL_WORK_DIR", VAR_DIR / "work"))
+
+# Engines of common-engine rounds: engine_provider (a frozen control) -> adapter config.
+DUEL_ENGINE_ADAPTERS = {"duel-reference": {"adapter": "reference"}}
+if os.environ.get("DUEL_ENGINE_ADAPTERS_JSON"):
+    import json
+
+    DUEL_ENGINE_ADAPTERS.update(json.loads(os.environ["DUEL_ENGINE_ADAPTERS_JSON"]))
+# The address entrants' systems use to reach the gateway.
+DUEL_PUBLIC_BASE_URL = os.environ.get("DUEL_PUBLIC_BASE_URL", "http://127.0.0.1:8000")
 
 # Transparency log
 DUEL_LEDGER_SIGNING_KEY = os.environ.get("DUEL_LEDGER_SIGNING_KEY", "")

@@ -135,6 +135,7 @@ def celery_worker_factory(transactional_db, require_postgres, require_redis, tmp
         DUEL_WORK_DIR=str(settings.DUEL_WORK_DIR),
         DUEL_LEDGER_KEY_FILE=str(settings.DUEL_LEDGER_KEY_FILE),
         PYTHONUNBUFFERED="1",
+        DUEL_RUN_POLL_INTERVAL_S="0.2",
     )
     previous = (app.conf.task_always_eager, app.conf.task_default_queue)
     app.conf.task_always_eager = False
