@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 from django.utils import timezone
 
 from duel.canonical import canonical_sha256
@@ -229,11 +230,14 @@ def operate(run_id: int) -> Run:
 
 
 def stale_runs(older_than_s: float) -> list[int]:
-    """Runs in progress whose worker has not touched them for ``older_than_s`` seconds."""
+    """Runs whose worker has not touched them for ``older_than_s`` seconds and that are not
+    done: in progress, or finished without their manifest."""
     cutoff = timezone.now() - timedelta(seconds=older_than_s)
-    in_progress = Run.objects.filter(
-        state__in=[Run.State.STARTED, Run.State.COLLECTED, Run.State.VALIDATED]
-    )
-    return list(in_progress.filter(operated_at__lt=cutoff).values_list("pk", flat=True)) + list(
-        in_progress.filter(operated_at__isnull=True).values_list("pk", flat=True)
+    in_progress = Q(state__in=[Run.State.STARTED, Run.State.COLLECTED, Run.State.VALIDATED])
+    unmanifested = Q(state=Run.State.FINISHED, manifests__isnull=True)
+    quiet = Q(operated_at__lt=cutoff) | Q(operated_at__isnull=True)
+    return list(
+        Run.objects.filter((in_progress | unmanifested) & quiet)
+        .values_list("pk", flat=True)
+        .distinct()
     )

@@ -49,9 +49,9 @@ def test_killed_worker_mid_run_resumes_without_double_charge(celery_worker_facto
     time.sleep(1.5)
     reap_stale_runs.delay(1.0)
     _wait_for(
-        lambda: Run.objects.filter(pk=run.pk, state=Run.State.FINISHED).exists(),
+        lambda: Run.objects.filter(pk=run.pk, manifests__isnull=False).exists(),
         180,
-        "the run to finish",
+        "the run to finish with its manifest",
     )
     run.refresh_from_db()
     assert run.final_state == "completed_conforming", run.final_reason
