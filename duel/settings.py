@@ -102,7 +102,13 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "duel.sqlite3",
-            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+            # WAL lets the demo's gateway thread read while a run writes; synchronous=NORMAL
+            # is safe with WAL and spares an fsync per commit on the embedded default.
+            "OPTIONS": {
+                "timeout": 30,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -131,6 +137,14 @@ CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 60
 # redelivers a task that is still running.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 3600}
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("DUEL_CELERY_QUEUE", "duel")
+# Periodic reaper: runs whose worker died are taken up again (celery beat).
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-runs": {
+        "task": "rounds.tasks.reap_stale_runs",
+        "schedule": 300.0,
+        "args": (900.0,),
+    },
+}
 # How often a run's worker polls its provider.
 DUEL_RUN_POLL_INTERVAL_S = float(os.environ.get("DUEL_RUN_POLL_INTERVAL_S", "2.0"))
 
