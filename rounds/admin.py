@@ -11,10 +11,13 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 from django.utils.html import format_html
 
-from rounds import services
+from rounds import governance, services
 from rounds.models import (
     Attempt,
+    AuditorAttestation,
     BudgetApproval,
+    ChecklistTick,
+    CriticReport,
     Disclosure,
     EngineRequest,
     Entry,
@@ -28,6 +31,7 @@ from rounds.models import (
     Season,
     System,
     SystemVersion,
+    WatermarkPermission,
 )
 
 
@@ -102,7 +106,70 @@ class DisclosureAdmin(ImmutableAdminMixin, admin.ModelAdmin):
 @admin.register(Season)
 class SeasonAdmin(admin.ModelAdmin):
     list_display = ("name", "engine_provider", "engine_model_id", "engine_api_version", "state")
-    readonly_fields = ("state", "closed_at")
+    readonly_fields = ("state", "closed_at", "close_reason")
+    actions = ["close_season"]
+
+    @admin.action(description="Close: the engine version is unavailable (no new runs)")
+    def close_season(self, request, queryset):
+        _report(
+            self,
+            request,
+            lambda s: governance.season_close(
+                season=s,
+                reason="the required engine version became unavailable",
+                actor=request.user.get_username(),
+            ),
+            queryset,
+            "season(s) closed",
+        )
+
+
+@admin.register(WatermarkPermission)
+class WatermarkPermissionAdmin(ImmutableAdminMixin, admin.ModelAdmin):
+    list_display = ("entry", "kind", "recorded_by", "recorded_at", "log_index")
+    fields = ("entry", "kind", "document")
+
+    def save_model(self, request, obj, form, change):
+        created = governance.watermark_permission_record(
+            entry=obj.entry, kind=obj.kind, document=obj.document, actor=request.user.get_username()
+        )
+        obj.pk = created.pk
+
+
+@admin.register(AuditorAttestation)
+class AuditorAttestationAdmin(ImmutableAdminMixin, admin.ModelAdmin):
+    list_display = ("entry", "auditor_name", "recorded_by", "recorded_at", "log_index")
+    fields = ("entry", "auditor_name", "statement")
+
+    def save_model(self, request, obj, form, change):
+        created = governance.entry_attest(
+            entry=obj.entry,
+            auditor_name=obj.auditor_name,
+            statement=obj.statement,
+            actor=request.user.get_username(),
+        )
+        obj.pk = created.pk
+
+
+@admin.register(ChecklistTick)
+class ChecklistTickAdmin(ImmutableAdminMixin, admin.ModelAdmin):
+    list_display = ("run", "item_id", "met", "reviewer", "created_at")
+    fields = ("run", "item_id", "met")
+
+    def save_model(self, request, obj, form, change):
+        created = governance.checklist_tick_record(
+            run=obj.run, item_id=obj.item_id, met=obj.met, reviewer=f"staff:{request.user.pk}"
+        )
+        obj.pk = created.pk
+
+
+@admin.register(CriticReport)
+class CriticReportAdmin(ImmutableAdminMixin, admin.ModelAdmin):
+    list_display = ("run", "critic", "critic_version", "created_at")
+    readonly_fields = ("run", "critic", "critic_version", "report", "created_at")
+
+    def has_add_permission(self, request):
+        return False
 
 
 class InputPackageInline(admin.StackedInline):

@@ -92,6 +92,16 @@ class RoundViewSet(
         )
 
     @action(detail=True, methods=["get"])
+    def disclosures(self, request, slug=None):
+        """The protocol's disclosure schedule, item by item, as visible at this stage."""
+        from rounds.disclosure import disclosures
+
+        round_ = self.get_object()
+        if not round_.protocol.disclosure_schedule:
+            raise Http404(f"{round_.protocol.key} has no disclosure schedule")
+        return Response({"round": round_.slug, "state": round_.state, "items": disclosures(round_)})
+
+    @action(detail=True, methods=["get"])
     def entries(self, request, slug=None):
         entries = Entry.objects.filter(round=self.get_object()).select_related(
             "round", "system_version__system"

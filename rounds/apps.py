@@ -31,6 +31,10 @@ class RoundsConfig(AppConfig):
             "rounds_budgetapproval",
             "rounds_disclosure",
             "rounds_gatewaylogrecord",
+            "rounds_watermarkpermission",
+            "rounds_auditorattestation",
+            "rounds_checklisttick",
+            "rounds_criticreport",
         ):
             db.register_append_only(table)
         post_migrate.connect(

@@ -549,8 +549,17 @@ class Entry(models.Model):
 
     @property
     def is_exhibition(self) -> bool:
-        """Exhibitions never enter a ranking pool (protocol: Challenger path)."""
-        return self.path == self.Path.EXHIBITION or not self.system_version.public_configuration
+        """Exhibitions never enter a ranking pool (protocol: Challenger path).
+
+        Ranked entries are operated by the platform, or audited with a stored attestation of
+        the named auditor; anything else, and any private or non-public configuration, is an
+        exhibition.
+        """
+        if self.path == self.Path.EXHIBITION or not self.system_version.public_configuration:
+            return True
+        if self.path == self.Path.AUDITED:
+            return not self.attestations.exists()
+        return False
 
 
 # ---------------------------------------------------------------------------
@@ -852,3 +861,95 @@ class GatewayLogRecord(models.Model):
 
     def __str__(self) -> str:
         return f"gateway log {self.entry_id}#{self.seq}"
+
+
+# ---------------------------------------------------------------------------
+# Governance (protocol: Output requirements, Challenger path, Quality dimensions)
+
+
+class WatermarkPermission(models.Model):
+    """A stored clean-output agreement or written permission for a watermarked provider.
+
+    A blind ranked round cannot open while an entry's provider requires a watermark and no
+    such record exists. Append-only and logged.
+    """
+
+    class Kind(models.TextChoices):
+        CLEAN_OUTPUT_AGREEMENT = "clean_output_agreement", "Clean-output agreement"
+        WRITTEN_PERMISSION = "written_permission", "Written permission"
+
+    entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="watermark_permissions")
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    document = models.TextField(help_text="The agreement or permission text, or where it is kept.")
+    recorded_by = models.CharField(max_length=200)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    log_index = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["recorded_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=["clean_output_agreement", "written_permission"]),
+                name="watermark_permission_kind_valid",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} for {self.entry}"
+
+
+class AuditorAttestation(models.Model):
+    """An independent auditor's attestation that they witnessed a complete run. Append-only."""
+
+    entry = models.ForeignKey(Entry, on_delete=models.PROTECT, related_name="attestations")
+    auditor_name = models.CharField(max_length=200)
+    statement = models.TextField()
+    recorded_by = models.CharField(max_length=200)
+    recorded_at = models.DateTimeField(auto_now_add=True)
+    log_index = models.BigIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["recorded_at"]
+
+    def __str__(self) -> str:
+        return f"attestation by {self.auditor_name} for {self.entry}"
+
+
+class ChecklistTick(models.Model):
+    """Prompt-adherence diagnostic: one reviewer's verdict on one atomic requirement of a film.
+
+    Published beside the ranking, never inside it (protocol: Prompt tracks, Quality dimensions).
+    """
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="checklist_ticks")
+    item_id = models.CharField(max_length=64)
+    met = models.BooleanField()
+    reviewer = models.CharField(max_length=100, help_text="Pseudonymous reviewer id.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "item_id", "reviewer"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "item_id", "reviewer"], name="uniq_checklist_tick"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run} {self.item_id}: {'met' if self.met else 'not met'}"
+
+
+class CriticReport(models.Model):
+    """An automated critic's report on a film: diagnostic only, never a ranking input."""
+
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="critic_reports")
+    critic = models.CharField(max_length=100)
+    critic_version = models.CharField(max_length=100)
+    report = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "critic", "created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.critic} on {self.run}"

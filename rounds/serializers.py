@@ -101,8 +101,10 @@ class InputPackageSerializer(serializers.ModelSerializer):
         ]
 
     def _visible(self, obj: InputPackage) -> bool:
+        from rounds.disclosure import package_text_visible
+
         request = self.context.get("request")
-        return obj.round.packages_public or bool(request and request.user.is_staff)
+        return package_text_visible(obj.round) or bool(request and request.user.is_staff)
 
     def get_content(self, obj: InputPackage):
         return obj.content if self._visible(obj) else None

@@ -367,7 +367,9 @@ def _log_round_transition(round_: Round, from_state: str, actor: str) -> None:
 
 
 def _open_problems(round_: Round) -> list[str]:
-    problems = []
+    from rounds.governance import watermark_blockers
+
+    problems = watermark_blockers(round_)
     if round_.deadline and round_.deadline <= timezone.now():
         problems.append("the deadline has passed")
     if round_.season_id and round_.season.state == Season.State.CLOSED:

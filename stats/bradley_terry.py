@@ -34,6 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from stats.diagnostic_guard import refuse_diagnostic
+
 OUTCOMES: tuple[str, ...] = ("a", "b", "tie")
 
 # Display scale for leaderboards: the chess/Elo convention, 400 points per factor of ten in
@@ -114,8 +116,10 @@ def encode_comparisons(
 
     Returns ``(systems, i, j, score)`` where ``i`` and ``j`` index ``systems`` for sides a and b,
     and ``score`` is side a's share of the win: 1 (a won), 0 (b won) or 0.5 (tie).
-    Systems are sorted, so the encoding does not depend on row order.
+    Systems are sorted, so the encoding does not depend on row order. Diagnostic data (an
+    automated critic's output) is refused here, the door every fit goes through.
     """
+    refuse_diagnostic(comparisons, "Bradley-Terry")
     _validate(comparisons)
     a = comparisons["a"]
     b = comparisons["b"]

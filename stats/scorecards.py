@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from rounds.protocols import load_definition
+from stats.diagnostic_guard import refuse_diagnostic
 
 _TOVAKI = "tovaki-2026-r1"
 # Read once from the definition (not a second copy): the issue's default ``threshold=3``.
@@ -179,6 +180,7 @@ def weighted_totals(
     ``weights``: a :class:`ScoringRule` (from the definition), or a plain ``{dimension:
     weight}`` mapping together with ``scale=(min, max, step)`` read from the definition.
     """
+    refuse_diagnostic(scores, "the scorecard totals")
     rule = _rule(weights, scale)
     frame = _validated(scores, rule)
     totals: dict[Any, Fraction] = {}

@@ -164,4 +164,8 @@ def finished_run(entry, package, *, original_path, proxy_path=None, problems=(),
         output_facts={"width": 320, "height": 180, "display_aspect_ratio": "16:9", "fps": 12},
     )
     proxy = media_file(proxy_path or original_path, kind="proxy")
-    return services.run_proxy_attached(run=run, proxy_file=proxy)
+    run = services.run_proxy_attached(run=run, proxy_file=proxy)
+    from rounds.manifest import manifest_write
+
+    manifest_write(run=run)
+    return run
