@@ -33,6 +33,7 @@ from rounds.models import (
     SystemVersion,
     WatermarkPermission,
 )
+from stats.admin_actions import lock_judgments, recompute_results, reveal_identities
 
 
 def _report(modeladmin, request, fn, queryset, done: str) -> None:
@@ -235,7 +236,15 @@ class RoundAdmin(admin.ModelAdmin):
     list_select_related = ("protocol_version",)
     prepopulated_fields = {"slug": ("title",)}
     inlines = [EntryInline, InputPackageInline]
-    actions = ["commit", "open_round", "start_judging", "cancel"]
+    actions = [
+        "commit",
+        "open_round",
+        "start_judging",
+        lock_judgments,
+        reveal_identities,
+        recompute_results,
+        "cancel",
+    ]
 
     def get_readonly_fields(self, request, obj=None):
         base = ["state", "controls_sha256", "committed_at", "opened_at", "revealed_at"]

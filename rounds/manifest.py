@@ -233,6 +233,11 @@ def blinded(manifest: RunManifest) -> dict[str, Any]:
     for field in IDENTITY_FIELDS:
         if field in document:
             document[field] = "withheld until the round's reveal"
+    # Provider messages can name the system: codes only until the reveal.
+    document["failure_events"] = [
+        {**event, "message": "withheld until the round's reveal"}
+        for event in document.get("failure_events", [])
+    ]
     document["committed_sha256"] = manifest.sha256
     document["blinded"] = True
     return document

@@ -139,6 +139,7 @@ class RunSerializer(serializers.ModelSerializer):
     prompt_key = serializers.CharField(source="package.prompt_key")
     wall_time_s = serializers.FloatField(read_only=True)
     attempts = serializers.SerializerMethodField()
+    final_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = Run
@@ -158,6 +159,12 @@ class RunSerializer(serializers.ModelSerializer):
             "exhibition_reason",
             "attempts",
         ]
+
+    def get_final_reason(self, obj: Run):
+        """Provider messages can name the system: the code only until the reveal."""
+        if obj.entry.round.identities_revealed:
+            return obj.final_reason
+        return obj.final_reason.split(":", 1)[0] if ":" in obj.final_reason else obj.final_state
 
     def get_attempts(self, obj: Run):
         return [

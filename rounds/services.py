@@ -400,9 +400,26 @@ def round_transition(*, round_: Round, to: str, actor: str) -> Round:
     _check_transition(round_, to)
     if to == Round.State.REVEALED:
         raise TransitionError("the reveal goes through stats.services.round_reveal")
+    if to == Round.State.LOCKED:
+        raise TransitionError(
+            "locking judgments goes through stats.services.round_lock (it checks every ballot "
+            "and scorecard is locked)"
+        )
     round_.state = to
     round_.save(update_fields=["state"])
     _log_round_transition(round_, from_state, actor)
+    return round_
+
+
+@transaction.atomic
+def round_mark_locked(*, round_: Round, actor: str) -> Round:
+    """judging -> locked. Only ``stats.services.round_lock`` calls this, after it has checked
+    that every ballot and scorecard is locked and committed (the reveal gate's precondition)."""
+    round_ = _locked(Round, round_.pk)
+    _check_transition(round_, Round.State.LOCKED)
+    round_.state = Round.State.LOCKED
+    round_.save(update_fields=["state"])
+    _log_round_transition(round_, Round.State.JUDGING, actor)
     return round_
 
 
@@ -896,7 +913,12 @@ def _finish(run: Run, final_state: str, reason: str) -> Run:
     entry_append(
         kind="run_transition",
         subject=f"run:{run.public_id}",
-        payload={"to": "finished", "final_state": final_state, "reason": run.final_reason},
+        # The final state and failure code only: a provider's message can name the system.
+        payload={
+            "to": "finished",
+            "final_state": final_state,
+            "reason_code": run.final_reason.split(":", 1)[0] if ":" in run.final_reason else "",
+        },
     )
     return run
 
@@ -979,18 +1001,35 @@ def disclosure_add(
     """Add a disclosure (sponsor, affiliate, credit grant, operator relationship); logged."""
     if not text.strip() or not party.strip():
         raise ValidationError("a disclosure needs the party and the text")
-    entry = entry_append(
-        kind="disclosure",
-        subject=f"round:{round_.slug}"
-        if round_
-        else (f"system:{system.name}" if system else "platform"),
-        payload={
+    if system is None:
+        payload = {
             "kind": kind,
             "party": party,
             "text": text,
             "amount": str(amount) if amount is not None else None,
             "currency": currency,
-        },
+        }
+    else:
+        # A disclosure tied to a system would tie an identity to a round before the reveal:
+        # the log commits to it by hash; the text is published on results pages after the
+        # reveal, where anyone can check it against this entry.
+        payload = {
+            "kind": kind,
+            "tied_to_entrant": True,
+            "commitment": canonical_sha256(
+                {
+                    "system": system.name,
+                    "party": party,
+                    "text": text,
+                    "amount": str(amount) if amount is not None else None,
+                    "currency": currency,
+                }
+            ),
+        }
+    entry = entry_append(
+        kind="disclosure",
+        subject=f"round:{round_.slug}" if round_ else "platform",
+        payload=payload,
     )
     return Disclosure.objects.create(
         kind=kind,

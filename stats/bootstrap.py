@@ -528,7 +528,12 @@ class PromptSensitivity:
     @property
     def top(self) -> pd.Series:
         """Best system with each prompt left out (NaN for failed refits)."""
-        return self.strengths.idxmax(axis=1, skipna=True).where(self.strengths.notna().all(axis=1))
+        complete = self.strengths.notna().all(axis=1)
+        top = pd.Series(np.nan, index=self.strengths.index, dtype=object)
+        if complete.any():
+            # idxmax only on complete rows: pandas 3 raises on an all-NaN row.
+            top[complete] = self.strengths[complete].idxmax(axis=1)
+        return top
 
     @property
     def max_shift(self) -> pd.Series:

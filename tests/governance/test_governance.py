@@ -19,6 +19,7 @@ from rounds.models import Entry, Round, Season, SystemVersion
 from rounds.selectors import rankable_runs
 from stats import bradley_terry, scorecards
 from stats.diagnostic_guard import DiagnosticNotRankable
+from stats.services import round_lock
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -165,7 +166,7 @@ def test_tovaki_disclosure_schedule_at_every_stage(client, django_user_model):
         assert not shown["anonymous_raw_reviewer_scores"]
         assert package_text() is None  # exact prompts withheld until scores lock
         assert not any(name.encode() in body for name in names)
-    round_ = services.round_transition(round_=round_, to="locked", actor="t")
+    round_ = round_lock(round_=round_, actor="t")
     shown, body = visible()
     assert shown["exact_prompts"] and shown["model_roster"] and shown["accepted_sample_hashes"]
     assert shown["technical_failures_and_retries_redacted"]

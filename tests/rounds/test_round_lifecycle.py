@@ -13,6 +13,7 @@ from ledger.models import LogEntry
 from rounds import services
 from rounds.models import InputPackage, Round
 from rounds.samples import sample_checklist, sample_package
+from stats.services import round_lock
 from tests import factories
 
 pytestmark = pytest.mark.django_db
@@ -110,6 +111,8 @@ def _round_in(state: str) -> Round:
             round_ = services.round_commit(round_=round_, actor="t")
         elif step == "open":
             round_ = services.round_open(round_=round_, actor="t")
+        elif step == "locked":
+            round_ = round_lock(round_=round_, actor="t")
         else:
             round_ = services.round_transition(round_=round_, to=step, actor="t")
     return round_
@@ -125,20 +128,25 @@ def test_every_round_transition_is_checked(start, target):
             services.round_commit(round_=round_, actor="t")
         elif target == "open":
             services.round_open(round_=round_, actor="t")
+        elif target == "locked":
+            round_lock(round_=round_, actor="t")
         else:
             services.round_transition(round_=round_, to=target, actor="t")
         moved = True
-    except services.TransitionError:
+    except (services.TransitionError, ValidationError):
         moved = False
     assert moved is allowed
     round_.refresh_from_db()
     assert round_.state == (target if allowed else start)
 
 
-def test_reveal_is_not_a_plain_transition():
+def test_reveal_and_lock_are_not_plain_transitions():
     round_ = _round_in("locked")
     with pytest.raises(services.TransitionError, match="reveal"):
         services.round_transition(round_=round_, to="revealed", actor="t")
+    judging = _round_in("judging")
+    with pytest.raises(services.TransitionError, match="round_lock"):
+        services.round_transition(round_=judging, to="locked", actor="t")
 
 
 def test_committed_round_refuses_edits_through_the_service():
