@@ -1,0 +1,216 @@
+"""Fixtures of the results tests: real short films, rounds with finished runs taken through the
+run services, synthetic demo votes through the ballot service, and staff users."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+
+from rounds import services as round_services
+from rounds.models import Entry, Round, System, SystemVersion
+from rounds.samples import sample_checklist, sample_package
+from tests import factories
+
+FILM_SECONDS = 2
+
+
+def make_film(path: Path, *, tone: int = 440) -> Path:
+    """A real 2-second 320x180 H.264/AAC film with a test picture and a tone (ffmpeg lavfi)."""
+    subprocess.run(
+        [
+            settings.DUEL_FFMPEG,
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+            f"testsrc=size=320x180:rate=12:duration={FILM_SECONDS}",
+            "-f",
+            "lavfi",
+            "-i",
+            f"sine=frequency={tone}:sample_rate=48000:duration={FILM_SECONDS}",
+            "-c:v",
+            "libx264",
+            "-preset",
+            "ultrafast",
+            "-pix_fmt",
+            "yuv420p",
+            "-c:a",
+            "aac",
+            "-shortest",
+            "-map_metadata",
+            "-1",
+            str(path),
+        ],
+        check=True,
+        timeout=60,
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def film(tmp_path_factory) -> Path:
+    return make_film(tmp_path_factory.mktemp("results-films") / "film.mp4")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A system identity with strings distinctive enough to search every response for."""
+
+    name: str
+    vendor: str
+    version: str
+    tier: str
+
+    @property
+    def strings(self) -> list[str]:
+        return [self.name, self.vendor, self.version, self.tier]
+
+
+IDENTITIES = [
+    Identity("Zephyrine Cinema Engine", "Quillmark Heliographics", "v7.3.9-zeta", "orchid-tier"),
+    Identity("Marrowlight Director", "Banyan Obscura Labs", "r2026.11-kestrel", "tangerine-plan"),
+    Identity("Halcyon Reelsmith", "Pelerine Dynamics", "build-4471-umber", "sapphire-seat"),
+]
+
+
+@dataclass
+class ResultsRound:
+    round: Round
+    entries: list[Entry]
+    identities: list[Identity]
+    runs: dict = field(default_factory=dict)
+
+
+def _system_version(identity: Identity, **overrides) -> SystemVersion:
+    system, _ = System.objects.get_or_create(name=identity.name, vendor=identity.vendor)
+    version, _ = SystemVersion.objects.get_or_create(
+        system=system,
+        version=identity.version,
+        customer_tier=identity.tier,
+        defaults={"settings": {"quality": "high"}, **overrides},
+    )
+    return version
+
+
+@pytest.fixture
+def results_round(film):
+    """``make(entries=3, packages=2, is_demo=True, nonconforming=(), exhibition=None,
+    failed=())``: an open round whose entries have finished runs on every package.
+
+    ``nonconforming``: (entry index, package index) pairs whose run ends
+    completed_nonconforming; ``failed``: pairs whose run fails (provider error, no output);
+    ``exhibition``: index of an entry entered as an exhibition.
+    """
+
+    def make(
+        *,
+        entries: int = 3,
+        packages: int = 2,
+        is_demo: bool = True,
+        nonconforming=(),
+        failed=(),
+        exhibition: int | None = None,
+        duration_class: str = "minute_1",
+        protocol: str = "ai-duel-0.1",
+    ) -> ResultsRound:
+        tovaki = protocol == "tovaki-2026-r1"
+        aspect = "9:16" if tovaki else "16:9"
+        round_ = factories.round_(
+            protocol=protocol,
+            entries=0,
+            packages=0 if tovaki else packages,
+            is_demo=is_demo,
+            duration_class=duration_class,
+            aspect_ratio=aspect,
+        )
+        if tovaki:
+            lanes = round_.protocol.definition["task_lanes"]
+            for i in range(packages):
+                round_services.package_add(
+                    round_=round_,
+                    prompt_key=f"T{i + 1}",
+                    content=sample_package(i, duration_class=duration_class, aspect_ratio=aspect),
+                    checklist=sample_checklist(i),
+                    task_lane=lanes[i % len(lanes)],
+                )
+        identities = IDENTITIES[:entries]
+        for k, identity in enumerate(identities):
+            round_services.entry_add(
+                round_=round_,
+                system_version=_system_version(identity),
+                provider_config={"adapter": "reference", "profile": "good"},
+                path=Entry.Path.EXHIBITION if k == exhibition else Entry.Path.OPERATED,
+            )
+        round_ = round_services.round_commit(round_=round_, actor="test")
+        round_ = round_services.round_open(round_=round_, actor="test")
+        if round_.protocol.budget_gate:
+            owner = get_user_model().objects.create_user(
+                f"owner-{round_.pk}", password="x", is_staff=True
+            )
+            round_services.budget_approve(round_=round_, owner=owner, limit_credits=100)
+        by_name = {e.system_version.system.name: e for e in round_.entries.all()}
+        ordered = [by_name[i.name] for i in identities]
+        made = ResultsRound(round=round_, entries=ordered, identities=list(identities))
+        for e, entry in enumerate(ordered):
+            for p, package in enumerate(round_.packages.order_by("prompt_key")):
+                if (e, p) in failed:
+                    run = round_services.run_create(entry=entry, package=package)
+                    run = round_services.run_start(run=run)
+                    attempt = round_services.attempt_begin(run=run)
+                    round_services.attempt_fail(
+                        attempt=attempt,
+                        failure_code="safety_block",
+                        message=f"blocked by {identities[e].vendor}",
+                        cost={"billed_cost": "0.50"},
+                    )
+                else:
+                    problems = ["duration outside tolerance"] if (e, p) in nonconforming else []
+                    run = factories.finished_run(
+                        entry, package, original_path=film, problems=problems
+                    )
+                made.runs[(e, p)] = run
+        return made
+
+    return make
+
+
+@pytest.fixture
+def cast_votes():
+    """``cast(round_, voters=6, seed=1)``: synthetic demo ballots through ``ballot_cast``."""
+    from voting import services as voting_services
+    from voting.simulation import votes_simulate
+
+    def cast(round_: Round, *, voters: int = 6, seed: int = 1, per_voter: int = 10):
+        # Every proxy here is the same generated film of known length: pair the outputs
+        # without probing each proxy again.
+        voting_services.battle_sync(round_=round_, measure=lambda media_file: FILM_SECONDS)
+        return votes_simulate(round_=round_, voters=voters, seed=seed, ballots_per_voter=per_voter)
+
+    return cast
+
+
+@pytest.fixture
+def revealer(db):
+    """A staff user with the reveal permission."""
+    user = get_user_model().objects.create_user("revealer", password="x", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="reveal_round"))
+    return get_user_model().objects.get(pk=user.pk)
+
+
+@pytest.fixture
+def staff(db):
+    """A staff user without the reveal permission."""
+    return get_user_model().objects.create_user("plainstaff", password="x", is_staff=True)
+
+
+def to_judging(round_: Round) -> Round:
+    return round_services.round_transition(round_=round_, to=Round.State.JUDGING, actor="test")
