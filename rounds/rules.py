@@ -24,6 +24,11 @@ TECHNICAL_PROBLEM_FAILURES: dict[str, str] = {
     "not_playable": "unplayable_file",
     "no_video_stream": "unplayable_file",
     "no_audio_stream": "missing_stream",
+    # The platform could not play it within its bounds (hostile or absurd files).
+    "analysis_timeout": "unplayable_file",
+    "too_many_streams": "unplayable_file",
+    "resolution_too_large": "unplayable_file",
+    "duration_too_long": "unplayable_file",
 }
 
 
