@@ -170,3 +170,20 @@ def _isolated_var(settings, tmp_path_factory):
             "OPTIONS": {"location": base / "media", "base_url": "/media/"},
         }
         settings.STORAGES = storages
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_flush_past_append_only_triggers(request):
+    """SQLite empties tables with DELETE after a transactional test, which the append-only
+    triggers refuse: drop them first (the flush's post_migrate signal reinstalls them).
+    PostgreSQL truncates, which row triggers do not see."""
+    if not ({"transactional_db", "live_server"} & set(request.fixturenames)):
+        yield
+        return
+    request.getfixturevalue("transactional_db")
+    yield
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            for (name,) in cursor.fetchall():
+                cursor.execute(f'DROP TRIGGER IF EXISTS "{name}"')
