@@ -54,9 +54,9 @@ class EngineQueue(TypingProtocol):
 class RedisFairQueue:
     """The production queue: per-entrant lists plus a set of entrants with pending work."""
 
-    def __init__(self, client, round_id: int, *, slot_ttl_s: int = 3600) -> None:
+    def __init__(self, client, namespace: int | str, *, slot_ttl_s: int = 3600) -> None:
         self.client = client
-        self.prefix = f"duel:engine:{round_id}:"
+        self.prefix = f"duel:engine:{namespace}:"
         self.active = self.prefix + "active"
         self.slots = self.prefix + "slots"
         self.slot_ttl_s = slot_ttl_s
@@ -135,8 +135,12 @@ def queue_for(round_id: int) -> EngineQueue:
     """The round's queue: Redis when configured, the local stand-in otherwise."""
     if settings.REDIS_URL:
         import redis
+        from django.db import connection
 
-        return RedisFairQueue(redis.Redis.from_url(settings.REDIS_URL), round_id)
+        # Keyed by database too, so two deployments (or test databases) sharing a Redis never
+        # mix their queues.
+        namespace = f"{connection.settings_dict['NAME']}:{round_id}"
+        return RedisFairQueue(redis.Redis.from_url(settings.REDIS_URL), namespace)
     return LocalFairQueue(round_id)
 
 
