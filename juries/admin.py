@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError
 
+from duel.admin_actions import report_action
 from juries import services
 from juries.models import (
     AttentionQuestion,
@@ -34,17 +33,7 @@ def _actor(request) -> str:
     return f"staff:{request.user.get_username()}"
 
 
-def _report(modeladmin, request, fn, queryset, done: str) -> None:
-    ok = 0
-    for obj in queryset:
-        try:
-            fn(obj)
-            ok += 1
-        except (ValidationError, IntegrityError) as exc:
-            text = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
-            modeladmin.message_user(request, f"{obj}: {text}", level=messages.ERROR)
-    if ok:
-        modeladmin.message_user(request, f"{ok} {done}.", level=messages.SUCCESS)
+_report = report_action
 
 
 class ReadOnlyAdminMixin:

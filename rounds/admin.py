@@ -6,11 +6,10 @@ move them through their named transitions, and errors are shown as clear message
 
 from __future__ import annotations
 
-from django.contrib import admin, messages
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError
+from django.contrib import admin
 from django.utils.html import format_html
 
+from duel.admin_actions import report_action
 from rounds import governance, services
 from rounds.models import (
     Attempt,
@@ -35,18 +34,7 @@ from rounds.models import (
 )
 from stats.admin_actions import lock_judgments, recompute_results, reveal_identities
 
-
-def _report(modeladmin, request, fn, queryset, done: str) -> None:
-    ok = 0
-    for obj in queryset:
-        try:
-            fn(obj)
-            ok += 1
-        except (ValidationError, IntegrityError) as exc:
-            text = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
-            modeladmin.message_user(request, f"{obj}: {text}", level=messages.ERROR)
-    if ok:
-        modeladmin.message_user(request, f"{ok} {done}.", level=messages.SUCCESS)
+_report = report_action
 
 
 class ImmutableAdminMixin:
