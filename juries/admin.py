@@ -33,9 +33,6 @@ def _actor(request) -> str:
     return f"staff:{request.user.get_username()}"
 
 
-_report = report_action
-
-
 class ReadOnlyAdminMixin:
     """Records written only by services: staff read them, never add, change or delete."""
 
@@ -215,7 +212,7 @@ class PanelAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-check conflicts of interest against the entrants")
     def apply_conflicts(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda panel: services.round_conflicts_apply(round_=panel.round, actor=_actor(request)),
@@ -291,7 +288,7 @@ class JuryPlanAdmin(admin.ModelAdmin):
 
     @admin.action(description="Freeze the plan (anchors, attention rule, schedule) and log it")
     def freeze_plan(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda plan: services.jury_plan_freeze(plan=plan, actor=_actor(request)),
@@ -301,7 +298,7 @@ class JuryPlanAdmin(admin.ModelAdmin):
 
     @admin.action(description="Plan screening sessions (Williams orders, breaks, daily max)")
     def plan_sessions(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda plan: services.sessions_plan(round_=plan.round, actor=_actor(request)),
@@ -311,7 +308,7 @@ class JuryPlanAdmin(admin.ModelAdmin):
 
     @admin.action(description="Re-check conflicts of interest against the entrants")
     def apply_conflicts(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda plan: services.round_conflicts_apply(round_=plan.round, actor=_actor(request)),
@@ -321,7 +318,7 @@ class JuryPlanAdmin(admin.ModelAdmin):
 
     @admin.action(description="Publish the within-segment windows")
     def publish_segment_windows(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda plan: services.segment_windows_publish(round_=plan.round, actor=_actor(request)),
@@ -331,7 +328,7 @@ class JuryPlanAdmin(admin.ModelAdmin):
 
     @admin.action(description="Lock every submitted scorecard (before the reveal)")
     def lock_scorecards(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda plan: services.round_scorecards_lock(round_=plan.round, actor=_actor(request)),

@@ -34,8 +34,6 @@ from rounds.models import (
 )
 from stats.admin_actions import lock_judgments, recompute_results, reveal_identities
 
-_report = report_action
-
 
 class ImmutableAdminMixin:
     """Append-only records: staff can add and read, never change or delete."""
@@ -100,7 +98,7 @@ class SeasonAdmin(admin.ModelAdmin):
 
     @admin.action(description="Close: the engine version is unavailable (no new runs)")
     def close_season(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda s: governance.season_close(
@@ -253,7 +251,7 @@ class RoundAdmin(admin.ModelAdmin):
 
     @admin.action(description="Commit: freeze controls and packages, log their hashes")
     def commit(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda r: services.round_commit(round_=r, actor=request.user.get_username()),
@@ -263,7 +261,7 @@ class RoundAdmin(admin.ModelAdmin):
 
     @admin.action(description="Open: runs may operate, package text becomes public")
     def open_round(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda r: services.round_open(round_=r, actor=request.user.get_username()),
@@ -273,7 +271,7 @@ class RoundAdmin(admin.ModelAdmin):
 
     @admin.action(description="Start judging")
     def start_judging(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda r: services.round_transition(
@@ -285,7 +283,7 @@ class RoundAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel round")
     def cancel(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda r: services.round_transition(
@@ -430,7 +428,7 @@ class RunAdmin(admin.ModelAdmin):
 
     @admin.action(description="Invalidate (operator): keeps the run in the reliability data")
     def invalidate(self, request, queryset):
-        _report(
+        report_action(
             self,
             request,
             lambda r: services.run_invalidate(
@@ -447,7 +445,7 @@ class RunAdmin(admin.ModelAdmin):
         def go(run):
             run_operate.delay(run.pk)
 
-        _report(self, request, go, queryset, "run(s) queued")
+        report_action(self, request, go, queryset, "run(s) queued")
 
 
 @admin.register(HumanAction)
