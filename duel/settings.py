@@ -196,6 +196,9 @@ DUEL_LEDGER_KEY_FILE = Path(
 )
 DUEL_LEDGER_ORIGIN = os.environ.get("DUEL_LEDGER_ORIGIN", "duel.local/log")
 
+# How many reverse proxies' X-Forwarded-For entries to trust (voter network hashes).
+DUEL_TRUSTED_PROXY_HOPS = int(os.environ.get("DUEL_TRUSTED_PROXY_HOPS", "0"))
+
 # Pepper for salted hashes of private identifiers (provider request ids, voter networks).
 DUEL_PUBLIC_SALT = os.environ.get("DUEL_PUBLIC_SALT", SECRET_KEY)
 

@@ -15,7 +15,7 @@ from django.db.models import Count, Q, QuerySet
 
 from rounds.models import Round
 from rounds.services import salted_hash
-from voting.models import Assignment, Ballot, BallotExclusion, Battle
+from voting.models import Assignment, Ballot, BallotExclusion
 from voting.playback import WatchRules
 
 # Round voting settings (``Round.voting_settings``, frozen with the round's controls) and the
@@ -184,23 +184,6 @@ def unlocked_ballot_count(round_: Round) -> int:
     is 0 unless something wrote ballots around the service.
     """
     return Ballot.objects.filter(round=round_, log_index__isnull=True).count()
-
-
-def battle_exposure(round_: Round) -> QuerySet[Battle]:
-    """Battles of the round with their ballot counts (admin and balance checks)."""
-    return (
-        Battle.objects.filter(round=round_)
-        .annotate(
-            ballot_count=Count("ballots", distinct=True),
-            valid_count=Count(
-                "ballots",
-                filter=Q(ballots__exclusion_reason="") & Q(ballots__exclusions__isnull=True),
-                distinct=True,
-            ),
-        )
-        .select_related("package", "run_a__entry", "run_b__entry")
-        .order_by("package__prompt_key", "id")
-    )
 
 
 # A ballot in the main result: locked without an exclusion reason and never excluded later.

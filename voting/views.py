@@ -306,7 +306,14 @@ def thanks(request: HttpRequest, token: str) -> HttpResponse:
         return redirect("voting:assignment", token=token)
     round_ = assignment.round
     identities = None
-    if selectors.voting_settings(round_)["show_identities_after_vote"] and locked.log_index:
+    # The round setting shows identities after a locked vote, but never before the round's
+    # reveal: a voter who learned them could unblind the films for everyone after them
+    # (issue 8: identities stay hidden everywhere until the staff unlock).
+    if (
+        selectors.voting_settings(round_)["show_identities_after_vote"]
+        and locked.log_index is not None
+        and round_.identities_revealed
+    ):
         battle = assignment.battle
         identities = [
             battle.run_for(side).entry.system_version.system.name

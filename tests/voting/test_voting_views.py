@@ -204,6 +204,10 @@ def test_identities_after_the_vote_only_where_the_round_allows(films):
     assert not any(name in before for name in names)
     Viewer(assignment, start=timezone.now() - timedelta(seconds=60)).watch_both()
     services.ballot_cast(assignment=assignment, choice="first")
+    # Never before the round's reveal, whatever the round setting says.
+    thanks = client.get(f"/vote/a/{assignment.token}/thanks").content.decode()
+    assert not any(name in thanks for name in names)
+    Round.objects.filter(pk=round_.pk).update(state=Round.State.REVEALED)
     thanks = client.get(f"/vote/a/{assignment.token}/thanks").content.decode()
     assert all(name in thanks for name in names)
 
