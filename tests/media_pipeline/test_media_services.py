@@ -153,11 +153,14 @@ def test_segments_are_cut_from_the_proxy_hashed_and_stored(media):
 
 def test_tasks_record_jobs_with_progress(media):
     stored = original_store(path=media.get("landscape.mp4"))
-    result = proxy_build_task.delay(str(stored.pk), "ai-duel-0.1", list(CANVAS)).get()
+    # apply() runs the task body here, as a worker would, whatever the broker configuration.
+    result = proxy_build_task.apply(args=[str(stored.pk), "ai-duel-0.1", list(CANVAS)]).get()
     job = MediaJob.objects.get(kind=MediaJob.Kind.PROXY)
     assert job.state == MediaJob.State.SUCCEEDED and job.progress == 1.0
     assert job.result == result and Proxy.objects.filter(pk=result["proxy_id"]).exists()
     with pytest.raises(ThresholdsInvalid):
-        analysis_run_task.delay(str(stored.pk), "ai-duel-0.1", "minute_1", "16:9", {"black": 1})
+        analysis_run_task.apply(
+            args=[str(stored.pk), "ai-duel-0.1", "minute_1", "16:9", {"black": 1}]
+        ).get()
     failed = MediaJob.objects.get(kind=MediaJob.Kind.ANALYSIS)
     assert failed.state == MediaJob.State.FAILED and "ThresholdsInvalid" in failed.error
