@@ -8,7 +8,6 @@ from decimal import Decimal
 
 import pytest
 
-from duel.celery import app as celery_app
 from rounds import services
 from rounds.engine_gateway import engine_request_execute, verify_gateway_log
 from rounds.engine_queue import drain, queue_for
@@ -19,13 +18,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def held_dispatch(settings):
-    """Admitted requests stay queued (no worker consumes them) until the test drains them."""
-    previous = (celery_app.conf.task_always_eager, celery_app.conf.broker_url)
-    celery_app.conf.task_always_eager = False
-    celery_app.conf.broker_url = "memory://"
-    yield
-    celery_app.conf.task_always_eager, celery_app.conf.broker_url = previous
+def held_dispatch(monkeypatch):
+    """Admitted requests stay queued (no dispatcher runs) until the test drains them."""
+    from rounds import tasks
+
+    monkeypatch.setattr(tasks.engine_dispatch, "delay", lambda *args, **kwargs: None)
 
 
 def _cve_round(entries=2, **controls) -> Round:
