@@ -375,7 +375,6 @@ def engine_adapter_config(round_: Round) -> dict[str, Any]:
 def engine_request_execute(request_id: int) -> EngineRequest:
     """Run one admitted request on the engine (outside any transaction) and record it."""
     from media_pipeline.services import original_store
-
     from rounds.gateways.base import ProviderFailure
     from rounds.gateways.registry import get_video_engine
 
