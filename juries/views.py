@@ -218,30 +218,21 @@ def _finite(value: Any, default: float | None = None) -> float:
     return number
 
 
-def parse_heartbeat(request: HttpRequest) -> tuple[dict[str, Any], Heartbeat]:
-    """The JSON body of a heartbeat POST and its :class:`Heartbeat`; raises ``KeyError``,
-    ``TypeError`` or ``ValueError`` when malformed."""
-    body = json.loads(request.body or b"{}")
-    if not isinstance(body, dict):
-        raise TypeError("not an object")
-    beat = Heartbeat(
-        seq=int(body["seq"]),
-        position_s=_finite(body["position"]),
-        rate=_finite(body.get("rate"), 1.0),
-        paused=bool(body.get("paused", False)),
-        muted=bool(body.get("muted", False)),
-    )
-    if beat.seq < 0:
-        raise ValueError("negative sequence")
-    return body, beat
-
-
 @login_required(login_url=LOGIN_URL)
 @require_POST
 def viewing_beat(request: HttpRequest, viewing_id) -> JsonResponse:
     juror, viewing = _viewing(request, viewing_id)
     try:
-        body, beat = parse_heartbeat(request)
+        body = json.loads(request.body or b"{}")
+        beat = Heartbeat(
+            seq=int(body["seq"]),
+            position_s=_finite(body["position"]),
+            rate=_finite(body.get("rate"), 1.0),
+            paused=bool(body.get("paused", False)),
+            muted=bool(body.get("muted", False)),
+        )
+        if beat.seq < 0:
+            raise ValueError("negative sequence")
     except (KeyError, TypeError, ValueError):
         return JsonResponse({"ok": False, "errors": ["malformed heartbeat"]}, status=400)
     try:
@@ -302,12 +293,7 @@ def viewing_media(request: HttpRequest, viewing_id) -> HttpResponse:
     _, viewing = _viewing(request, viewing_id)
     if viewing.started_at is None:
         raise Http404("start the film first")
-    return media_response(request, viewing.film.run.proxy_file)
-
-
-def media_response(request: HttpRequest, media) -> HttpResponse:
-    """Serve one stored ``MediaFile`` to a juror with the same headers whatever it is (a full
-    proxy, a segment clip), so the response says nothing about the system behind it."""
+    media = viewing.film.run.proxy_file
     if not isinstance(default_storage, FileSystemStorage):
         return HttpResponseRedirect(default_storage.url(media.storage_name))
     size = media.size_bytes
