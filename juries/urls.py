@@ -3,7 +3,7 @@
 from django.contrib.auth.views import LogoutView
 from django.urls import path
 
-from juries import views
+from juries import segment_views, views
 
 app_name = "juries"
 
@@ -21,4 +21,16 @@ urlpatterns = [
         views.viewing_scorecard,
         name="viewing-scorecard",
     ),
+    path("jury/segments/<slug:slug>/", segment_views.segments_page, name="segments"),
+    path(
+        "jury/segments/pair/<str:token>/<int:slot>/media",
+        segment_views.segment_media,
+        name="segment-media",
+    ),
+    path(
+        "jury/segments/pair/<str:token>/<int:slot>/beat",
+        segment_views.segment_beat,
+        name="segment-beat",
+    ),
+    path("jury/segments/pair/<str:token>/vote", segment_views.segment_vote, name="segment-vote"),
 ]

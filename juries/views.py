@@ -33,7 +33,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from juries import selectors, services
 from juries.forms import AttentionForm, ScorecardForm
-from juries.models import Juror, JuryPlan, ScreeningSession, Viewing
+from juries.models import Juror, JuryPlan, ScreeningSession, SegmentWindow, Viewing
 from juries.playback import Heartbeat
 
 LOGIN_URL = "/jury/login/"
@@ -91,7 +91,16 @@ def home(request: HttpRequest) -> HttpResponse:
                 else "",
             }
         )
-    return render(request, "juries/home.html", {"juror": juror, "rows": rows})
+    segment_rounds = [
+        r
+        for r in sorted(rounds.values(), key=lambda r: r.pk)
+        if SegmentWindow.objects.filter(round=r, kind=SegmentWindow.Kind.WITHIN_SEGMENT).exists()
+    ]
+    return render(
+        request,
+        "juries/home.html",
+        {"juror": juror, "rows": rows, "segment_rounds": segment_rounds},
+    )
 
 
 def _step(viewing: Viewing, has_questions: bool) -> str:
@@ -218,21 +227,30 @@ def _finite(value: Any, default: float | None = None) -> float:
     return number
 
 
+def parse_heartbeat(request: HttpRequest) -> tuple[dict[str, Any], Heartbeat]:
+    """The JSON body of a heartbeat POST and its :class:`Heartbeat`; raises ``KeyError``,
+    ``TypeError`` or ``ValueError`` when malformed."""
+    body = json.loads(request.body or b"{}")
+    if not isinstance(body, dict):
+        raise TypeError("not an object")
+    beat = Heartbeat(
+        seq=int(body["seq"]),
+        position_s=_finite(body["position"]),
+        rate=_finite(body.get("rate"), 1.0),
+        paused=bool(body.get("paused", False)),
+        muted=bool(body.get("muted", False)),
+    )
+    if beat.seq < 0:
+        raise ValueError("negative sequence")
+    return body, beat
+
+
 @login_required(login_url=LOGIN_URL)
 @require_POST
 def viewing_beat(request: HttpRequest, viewing_id) -> JsonResponse:
     juror, viewing = _viewing(request, viewing_id)
     try:
-        body = json.loads(request.body or b"{}")
-        beat = Heartbeat(
-            seq=int(body["seq"]),
-            position_s=_finite(body["position"]),
-            rate=_finite(body.get("rate"), 1.0),
-            paused=bool(body.get("paused", False)),
-            muted=bool(body.get("muted", False)),
-        )
-        if beat.seq < 0:
-            raise ValueError("negative sequence")
+        body, beat = parse_heartbeat(request)
     except (KeyError, TypeError, ValueError):
         return JsonResponse({"ok": False, "errors": ["malformed heartbeat"]}, status=400)
     try:
@@ -293,7 +311,12 @@ def viewing_media(request: HttpRequest, viewing_id) -> HttpResponse:
     _, viewing = _viewing(request, viewing_id)
     if viewing.started_at is None:
         raise Http404("start the film first")
-    media = viewing.film.run.proxy_file
+    return media_response(request, viewing.film.run.proxy_file)
+
+
+def media_response(request: HttpRequest, media) -> HttpResponse:
+    """Serve one stored ``MediaFile`` to a juror with the same headers whatever it is (a full
+    proxy, a segment clip), so the response says nothing about the system behind it."""
     if not isinstance(default_storage, FileSystemStorage):
         return HttpResponseRedirect(default_storage.url(media.storage_name))
     size = media.size_bytes
