@@ -105,14 +105,14 @@ def request_output(request: HttpRequest, public_id):
 @require_GET
 def usage(request: HttpRequest) -> JsonResponse:
     """The entry's credit position: limit, held (reserved in flight plus charged)."""
-    from rounds.engine_gateway import _credit_committed
+    from rounds.engine_gateway import credit_committed
 
     try:
         entry = authenticate(_token(request))
     except GatewayRefusal as refusal:
         return _refusal(refusal)
     limit = entry.round.credit_limit_per_system
-    held = _credit_committed(entry)
+    held = credit_committed(entry)
     return JsonResponse(
         {
             "credit_limit": str(limit) if limit is not None else None,

@@ -158,7 +158,7 @@ def credits_for(surface: EngineSurface, seconds: float) -> Decimal:
     )
 
 
-def _credit_committed(entry: Entry) -> Decimal:
+def credit_committed(entry: Entry) -> Decimal:
     """Credit held by this entry: reserved for requests in flight plus charged for the rest."""
     requests = EngineRequest.objects.filter(entry=entry)
     in_flight = requests.filter(state__in=["queued", "running"]).aggregate(
@@ -232,7 +232,7 @@ def engine_request_create(*, entry: Entry, body: dict[str, Any]) -> EngineReques
         )
     reserve = credits_for(surface, float(params["seconds"]))
     limit = round_.credit_limit_per_system
-    committed = _credit_committed(entry)
+    committed = credit_committed(entry)
     if limit is not None and committed + reserve > limit:
         raise GatewayRefusal(
             "credit_limit",

@@ -122,6 +122,22 @@ def _failure_from_analysis(run: Run, problems: list[str]) -> str | None:
     return None
 
 
+def _engine_credit_exhausted(run: Run) -> bool:
+    """In a common-engine round, has the entry no engine credit left for even a minimal clip?
+
+    Then its system's failure is the budget's, not the provider's (final state
+    budget_exhausted); so is a failure the gateway explained by the credit limit."""
+    round_ = run.entry.round
+    if round_.benchmark_class != "common_visual_engine" or round_.credit_limit_per_system is None:
+        return False
+    from rounds.engine_gateway import EngineSurface, credit_committed, credits_for
+
+    surface = EngineSurface.of(round_)
+    shortest = (surface.permitted_parameters.get("seconds") or {}).get("min", 1)
+    needed = credits_for(surface, float(shortest))
+    return credit_committed(run.entry) + needed > round_.credit_limit_per_system
+
+
 def _operate_attempt(run: Run, attempt: Attempt, provider: SystemProvider) -> None:
     from media_pipeline.services import original_store
 
@@ -161,6 +177,8 @@ def _operate_attempt(run: Run, attempt: Attempt, provider: SystemProvider) -> No
             message=str(failure),
             cost=_safe_cost(provider, request_id)
             or (_cost_amounts(failure.cost) if getattr(failure, "cost", None) else None),
+            credit_exhausted="credit_limit" in failure.detail.get("gateway_codes", [])
+            or _engine_credit_exhausted(run),
         )
         return
     except DeadlineReached as late:

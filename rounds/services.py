@@ -755,6 +755,7 @@ def attempt_fail(
     message: str = "",
     cost: dict[str, Any] | None = None,
     local_compute: dict[str, Any] | None = None,
+    credit_exhausted: bool = False,
 ) -> rules.RetryDecision:
     """Record a failed attempt with its cost; retry or end the run as the protocol says."""
     attempt = _locked(Attempt, attempt.pk)
@@ -777,7 +778,8 @@ def attempt_fail(
         retries_used=retries_used,
         round_retry_limit=round_.retry_limit,
         deadline_passed=bool(round_.deadline and round_.deadline <= timezone.now()),
-        budget_exhausted=bool(run.reserved_budget is not None and spent >= run.reserved_budget),
+        budget_exhausted=credit_exhausted
+        or bool(run.reserved_budget is not None and spent >= run.reserved_budget),
     )
     if (
         not decision.retry

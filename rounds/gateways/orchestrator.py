@@ -98,7 +98,10 @@ class GatewayClient:
             raise InfrastructureFailure(f"gateway error {status}: {payload}")
         if status != 202:
             message = (payload or {}).get("error", f"HTTP {status}")
-            raise ProviderError(f"the gateway refused the request: {message}")
+            raise ProviderError(
+                f"the gateway refused the request: {message}",
+                detail={"gateway_code": (payload or {}).get("code")},
+            )
         request_id = payload["id"]
         while payload["state"] in ("queued", "running"):
             if time.monotonic() > deadline:
@@ -258,7 +261,18 @@ class ReferenceOrchestratorProvider(SystemProvider):
         if state == "crashed":
             error = InfrastructureFailure(record["error"], provider_request_id=request_id)
         else:
-            error = ProviderError(record.get("error", "failed"), provider_request_id=request_id)
+            codes = sorted(
+                {
+                    f["detail"]["gateway_code"]
+                    for f in record.get("failures", [])
+                    if (f.get("detail") or {}).get("gateway_code")
+                }
+            )
+            error = ProviderError(
+                record.get("error", "failed"),
+                provider_request_id=request_id,
+                detail={"gateway_codes": codes},
+            )
         return JobStatus(JobState.FAILED, error=error)
 
     def fetch(self, request_id: str, dest_path: Path) -> FetchedAsset:
