@@ -207,29 +207,7 @@ def ballot_counts_by_round() -> list[dict[str, Any]]:
     return rows
 
 
-EXPORT_COLUMNS = [
-    "ballot_id",
-    "round",
-    "voter",
-    "prompt",
-    "battle",
-    "run_a",
-    "run_b",
-    "a",
-    "b",
-    "first",
-    "choice",
-    "outcome",
-    "excluded",
-    "exclusion_reason",
-    "audio_on",
-    "synthetic",
-    "device",
-    "expertise",
-    "locked_at",
-    "sha256",
-    "log_index",
-]
+EXPORT_COLUMNS = ["ballot_id", "round", *BALLOT_COLUMNS[1:]]
 
 
 def ballot_export(round_: Round) -> dict[str, Any]:
