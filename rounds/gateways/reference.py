@@ -366,7 +366,10 @@ def render_command(spec: FilmSpec, *, text_files: Sequence[Path], out_path: Path
             f"drawtext=fontfile={font}:textfile={_filter_path(text_file)}:expansion=none"
             f":fontsize={fontsize}:fontcolor=white:line_spacing={fontsize // 3}"
             f":box=1:boxcolor=black@0.35:boxborderw={fontsize // 3}"
-            f":x=(w-tw)/2:y=(h-th)/2"
+            # The story text drifts steadily down the scene, so every moving scene visibly
+            # moves (a slow gradient alone can read as frozen frames at a low frame rate) and
+            # never repeats itself (a periodic motion would read as repeated filler).
+            f":x=(w-tw)/2:y='(h-th)*(0.15+0.7*t/{max(moving / spec.fps, 1.0):.3f})'"
         )
         if scene.frozen_frames:
             chain += f",tpad=stop_mode=clone:stop={scene.frozen_frames}"
