@@ -33,6 +33,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from rounds.models import Round
+from rounds.protocols import Protocol
 from voting import limits, selectors, services
 from voting.cohorts import EXPERTISE_CHOICES, client_address
 from voting.models import Ballot, PlaybackSession, Voter
@@ -138,10 +139,17 @@ def _csrf_refusal(request: HttpRequest) -> HttpResponse | None:
 
 
 def _rules_context(round_: Round | None) -> dict[str, Any]:
-    rules = selectors.watch_rules(round_) if round_ is not None else None
+    if round_ is not None:
+        rules = selectors.watch_rules(round_)
+        return {
+            "min_coverage_percent": round(rules.min_coverage * 100),
+            "require_audio": rules.require_audio,
+        }
+    # Before a round is chosen, the rules of the protocol that defines public voting.
+    voting = Protocol.load("ai-duel-0.1").voting
     return {
-        "min_coverage_percent": round((rules.min_coverage if rules else 0.95) * 100),
-        "require_audio": rules.require_audio if rules else True,
+        "min_coverage_percent": round(voting["min_watch_coverage"] * 100),
+        "require_audio": bool(voting["require_audio"]),
     }
 
 
