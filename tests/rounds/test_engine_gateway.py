@@ -216,8 +216,9 @@ def test_flooded_requests_over_http_are_interleaved(
 def test_fair_queue_shares_are_equal_over_many_requests(settings):
     """Over 900 queued requests the engine's time is split evenly among entrants.
 
-    With a uniform choice of entrant, each entrant's count in any third of the dispatch order
-    is about 100 with a standard deviation of about 8; the bounds are four deviations wide.
+    With a uniform choice of entrant, each entrant's count in the first and second thirds of
+    the dispatch order is about 100 with a standard deviation of about 8; the bounds are four
+    deviations wide.
     A first-come queue fills the first third with the flooder's requests alone.
     """
     per_entrant = 300
@@ -232,7 +233,8 @@ def test_fair_queue_shares_are_equal_over_many_requests(settings):
     order = []
     drain(queue, 1, lambda r: order.append(r // 100000))
     assert len(order) == 3 * per_entrant
-    for start in (0, per_entrant, 2 * per_entrant):
+    # The last third is what the first two left over, so only the first two are free draws.
+    for start in (0, per_entrant):
         counts = Counter(order[start : start + per_entrant])
         assert all(67 <= counts[e] <= 133 for e in (1, 2, 3)), counts
     mean_position = {
