@@ -136,10 +136,6 @@ def install_triggers(using: str = "default", **_: object) -> None:
                 cursor.execute(statement)
 
 
-def registered_tables() -> list[str]:
-    return sorted(key.split(":")[0] for key in _REGISTRY)
-
-
 def run_sql_per_vendor(sql: dict[str, tuple[list[str], list[str]]]) -> migrations.RunPython:
     """A migration operation that runs the vendor's statements (forward and reverse)."""
 

@@ -16,7 +16,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from rounds.protocols import PROTOCOL_KEYS, Protocol
+from rounds.protocols import Protocol
 
 # ---------------------------------------------------------------------------
 # Vocabulary shared by both protocols (names are the protocols' own words)
@@ -777,10 +777,6 @@ class RunManifest(models.Model):
 
     def __str__(self) -> str:
         return f"manifest {self.sha256[:12]} of {self.run}"
-
-
-def protocol_key_choices() -> list[tuple[str, str]]:
-    return [(key, key) for key in PROTOCOL_KEYS]
 
 
 # ---------------------------------------------------------------------------
