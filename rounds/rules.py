@@ -132,6 +132,76 @@ def package_problems(
     return problems
 
 
+def fixed_scope_problems(
+    protocol: Protocol,
+    *,
+    duration_class: str,
+    aspect_ratio: str,
+    package_lanes: list[str],
+    entry_tiers: list[str],
+) -> list[str]:
+    """Why a round does not match its protocol's fixed scope; empty when it does or has none.
+
+    Tovaki fixes the design: ``model_integrations`` entries times one package per task lane
+    make the ``first_take_cells``, each a ``duration_seconds`` clip at ``aspect_ratio`` from an
+    integration recorded at ``resolution_tier``. ``package_lanes`` holds each package's task
+    lane and ``entry_tiers`` each entry's recorded tier. Native audio is the output
+    requirement of one audio stream, checked on every film by media validation.
+    """
+    scope = protocol.fixed_scope
+    if not scope:
+        return []
+    problems = []
+    integrations = scope["model_integrations"]
+    if len(entry_tiers) != integrations:
+        problems.append(
+            f"the fixed scope has exactly {integrations} model integrations; "
+            f"the round has {len(entry_tiers)} entries"
+        )
+    lanes = protocol.task_lanes
+    unknown = sorted({lane for lane in package_lanes if lane not in lanes})
+    if unknown:
+        problems.append(
+            f"task lanes not in {protocol.key}: {', '.join(repr(x) for x in unknown)}"
+            f" (the lanes are {', '.join(lanes)})"
+        )
+    if "" in package_lanes:
+        problems.append("every package needs its task lane")
+    repeated = sorted({lane for lane in package_lanes if lane and package_lanes.count(lane) > 1})
+    if repeated:
+        problems.append(f"one package per task lane; repeated: {', '.join(repeated)}")
+    missing = [lane for lane in lanes if lane not in package_lanes]
+    if missing:
+        problems.append(f"task lanes without a package: {', '.join(missing)}")
+    cells = len(entry_tiers) * len(package_lanes)
+    if not problems and cells != scope["first_take_cells"]:
+        problems.append(
+            f"the fixed scope has {scope['first_take_cells']} first-take cells; "
+            f"the round makes {cells}"
+        )
+    target = (
+        protocol.target_s(duration_class) if duration_class in protocol.duration_classes else None
+    )
+    if target is not None and target != scope["duration_seconds"]:
+        problems.append(
+            f"the fixed scope's clips are {scope['duration_seconds']} s; "
+            f"{duration_class!r} is {target:g} s"
+        )
+    if aspect_ratio != scope["aspect_ratio"]:
+        problems.append(
+            f"the fixed scope's aspect ratio is {scope['aspect_ratio']}; "
+            f"the round has {aspect_ratio}"
+        )
+    tier = scope["resolution_tier"]
+    wrong = sorted({t or "(none)" for t in entry_tiers if t != tier})
+    if wrong:
+        problems.append(
+            f"every integration runs at the {tier} resolution tier; entries record "
+            f"{', '.join(wrong)}"
+        )
+    return problems
+
+
 def variant_problems(
     protocol: Protocol, base: dict[str, Any], variant: dict[str, Any]
 ) -> list[str]:

@@ -255,8 +255,18 @@ def _commit_problems(round_: Round) -> list[str]:
         if package.variant_of_id:
             for p in rules.variant_problems(protocol, package.variant_of.content, package.content):
                 problems.append(f"package {package.prompt_key}: {p}")
-    if not round_.entries.exists():
+    entries = list(round_.entries.select_related("system_version"))
+    if not entries:
         problems.append("the round has no entry")
+    problems.extend(
+        rules.fixed_scope_problems(
+            protocol,
+            duration_class=round_.duration_class,
+            aspect_ratio=round_.aspect_ratio,
+            package_lanes=[package.task_lane for package in packages],
+            entry_tiers=[entry.system_version.customer_tier for entry in entries],
+        )
+    )
     return problems
 
 
@@ -503,6 +513,11 @@ def package_add(
         content=content,
     )
     problems += rules.checklist_problems(checklist)
+    lanes = protocol.task_lanes
+    if task_lane and lanes and task_lane not in lanes:
+        problems.append(
+            f"task lane {task_lane!r} is not one of {protocol.key}'s: {', '.join(lanes)}"
+        )
     if variant_of is not None:
         problems += rules.variant_problems(protocol, variant_of.content, content)
     if problems:

@@ -34,15 +34,32 @@ def round_(
     benchmark_class: str = "best_complete_system",
     prompt_track: str = "brief_to_film",
     result_type: str = "leaderboard",
-    aspect_ratio: str = "16:9",
-    packages: int = 1,
-    entries: int = 2,
+    aspect_ratio: str | None = None,
+    packages: int | None = None,
+    entries: int | None = None,
     provider_config: dict | None = None,
     **overrides,
 ) -> Round:
-    """A draft round with packages and entries, ready to commit."""
+    """A draft round with packages and entries, ready to commit.
+
+    By default a round of the protocol's fixed scope when it has one (Tovaki: one package per
+    task lane, one entry per model integration at its resolution tier, its aspect ratio and
+    clip length); otherwise one package and two entries at 16:9.
+    """
     n = next(_counter)
     version = protocol_version(protocol)
+    scope = version.protocol.fixed_scope
+    lanes = version.protocol.task_lanes
+    if scope:
+        duration_class = next(
+            name
+            for name, spec in version.protocol.duration_classes.items()
+            if spec["target_s"] == scope["duration_seconds"]
+        )
+    aspect_ratio = aspect_ratio or (scope["aspect_ratio"] if scope else "16:9")
+    packages = (len(lanes) if scope else 1) if packages is None else packages
+    entries = (scope["model_integrations"] if scope else 2) if entries is None else entries
+    tier = scope["resolution_tier"] if scope else "pro"
     fields = dict(
         slug=f"round-{n}",
         title=f"Round {n}",
@@ -67,7 +84,8 @@ def round_(
     for i in range(packages):
         services.package_add(
             round_=round_obj,
-            prompt_key=f"P{i + 1}",
+            prompt_key=f"T{i + 1}" if scope else f"P{i + 1}",
+            task_lane=lanes[i % len(lanes)] if scope else "",
             content=sample_package(
                 i,
                 duration_class=duration_class,
@@ -79,7 +97,7 @@ def round_(
     for _ in range(entries):
         services.entry_add(
             round_=round_obj,
-            system_version=system_version(),
+            system_version=system_version(customer_tier=tier),
             provider_config=provider_config or {"adapter": "reference", "profile": "good"},
         )
     return round_obj

@@ -156,3 +156,12 @@ class Protocol:
     @property
     def disclosure_schedule(self) -> dict[str, Any] | None:
         return self.definition.get("disclosure_schedule")
+
+    @property
+    def fixed_scope(self) -> dict[str, Any] | None:
+        """The protocol's fixed design (Tovaki ``fixed_scope``), or None when rounds vary."""
+        return self.definition.get("fixed_scope")
+
+    @property
+    def task_lanes(self) -> list[str]:
+        return list(self.definition.get("task_lanes", []))

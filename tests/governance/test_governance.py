@@ -138,9 +138,6 @@ def test_closed_season_accepts_no_new_runs_and_keeps_results(film, client):
 def test_tovaki_disclosure_schedule_at_every_stage(client, django_user_model):
     round_ = factories.round_(
         protocol="tovaki-2026-r1",
-        duration_class="clip_6s",
-        aspect_ratio="9:16",
-        entries=4,
         retry_limit=1,
     )
     names = [e.identity for e in round_.entries.all()]

@@ -16,7 +16,6 @@ from django.utils import timezone
 from juries import services
 from juries.models import AttentionQuestion
 from rounds import services as round_services
-from rounds.samples import sample_checklist, sample_package
 from tests import factories
 
 
@@ -88,33 +87,23 @@ def jury_round(one_second_film):
         *,
         protocol: str = "ai-duel-0.1",
         duration_class: str = "minute_5",
-        entries: int = 2,
-        packages: int = 1,
+        entries: int | None = None,
+        packages: int | None = None,
         film: Path | None = None,
         films: list[Path] | None = None,
         systems: list[tuple[str, str]] | None = None,
     ):
-        tovaki = protocol == "tovaki-2026-r1"
-        aspect = "9:16" if tovaki else "16:9"
+        # None: the protocol's fixed scope when it has one (Tovaki), else 2 entries, 1 package.
+        fixed = factories.protocol_version(protocol).protocol.fixed_scope
         round_ = factories.round_(
             protocol=protocol,
             duration_class=duration_class,
-            aspect_ratio=aspect,
-            packages=0 if tovaki else packages,
-            entries=0 if systems else entries,
+            packages=packages if packages is not None or fixed else 1,
+            entries=0 if systems else (entries if entries is not None or fixed else 2),
         )
-        if tovaki:
-            lanes = round_.protocol.definition["task_lanes"]
-            for i in range(packages):
-                round_services.package_add(
-                    round_=round_,
-                    prompt_key=f"T{i + 1}",
-                    content=sample_package(i, duration_class=duration_class, aspect_ratio=aspect),
-                    checklist=sample_checklist(i),
-                    task_lane=lanes[i % len(lanes)],
-                )
         for name, vendor in systems or []:
-            version = factories.system_version(name=name)
+            tier = fixed["resolution_tier"] if fixed else "pro"
+            version = factories.system_version(name=name, customer_tier=tier)
             version.system.vendor = vendor
             version.system.save(update_fields=["vendor"])
             round_services.entry_add(

@@ -248,7 +248,7 @@ def test_staff_plan_a_jury_in_the_admin(client, jury_round):
 def test_the_admin_refuses_a_panel_the_protocol_does_not_have_and_logs_attrition(
     client, jury_round
 ):
-    round_ = jury_round(protocol="tovaki-2026-r1", duration_class="clip_6s", entries=1)
+    round_ = jury_round(protocol="tovaki-2026-r1", duration_class="clip_6s")
     staff = get_user_model().objects.create_superuser("staff2", password="pw")
     client.force_login(staff)
     response = client.post(

@@ -4,7 +4,7 @@ run services, synthetic demo votes through the ballot service, and staff users."
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,6 @@ from django.contrib.auth.models import Permission
 
 from rounds import services as round_services
 from rounds.models import Entry, Round, System, SystemVersion
-from rounds.samples import sample_checklist, sample_package
 from tests import factories
 
 FILM_SECONDS = 2
@@ -69,16 +68,20 @@ class Identity:
     vendor: str
     version: str
     tier: str
+    # A protocol's fixed scope makes the tier public (Tovaki: every integration at 720p).
+    tier_is_public: bool = False
 
     @property
     def strings(self) -> list[str]:
-        return [self.name, self.vendor, self.version, self.tier]
+        hidden = [self.name, self.vendor, self.version]
+        return hidden if self.tier_is_public else [*hidden, self.tier]
 
 
 IDENTITIES = [
     Identity("Zephyrine Cinema Engine", "Quillmark Heliographics", "v7.3.9-zeta", "orchid-tier"),
     Identity("Marrowlight Director", "Banyan Obscura Labs", "r2026.11-kestrel", "tangerine-plan"),
     Identity("Halcyon Reelsmith", "Pelerine Dynamics", "build-4471-umber", "sapphire-seat"),
+    Identity("Corvantis Storyloom", "Ashgrove Mirrorworks", "k9.0.2-vellum", "marigold-lane"),
 ]
 
 
@@ -113,8 +116,8 @@ def results_round(film):
 
     def make(
         *,
-        entries: int = 3,
-        packages: int = 2,
+        entries: int | None = None,
+        packages: int | None = None,
         is_demo: bool = True,
         nonconforming=(),
         failed=(),
@@ -122,27 +125,22 @@ def results_round(film):
         duration_class: str = "minute_1",
         protocol: str = "ai-duel-0.1",
     ) -> ResultsRound:
-        tovaki = protocol == "tovaki-2026-r1"
-        aspect = "9:16" if tovaki else "16:9"
+        # None: the protocol's fixed scope when it has one (Tovaki), else 3 entries, 2 packages.
+        fixed = factories.protocol_version(protocol).protocol.fixed_scope
+        if entries is None:
+            entries = fixed["model_integrations"] if fixed else 3
         round_ = factories.round_(
             protocol=protocol,
             entries=0,
-            packages=0 if tovaki else packages,
+            packages=packages if packages is not None or fixed else 2,
             is_demo=is_demo,
             duration_class=duration_class,
-            aspect_ratio=aspect,
         )
-        if tovaki:
-            lanes = round_.protocol.definition["task_lanes"]
-            for i in range(packages):
-                round_services.package_add(
-                    round_=round_,
-                    prompt_key=f"T{i + 1}",
-                    content=sample_package(i, duration_class=duration_class, aspect_ratio=aspect),
-                    checklist=sample_checklist(i),
-                    task_lane=lanes[i % len(lanes)],
-                )
         identities = IDENTITIES[:entries]
+        if fixed:
+            identities = [
+                replace(i, tier=fixed["resolution_tier"], tier_is_public=True) for i in identities
+            ]
         for k, identity in enumerate(identities):
             round_services.entry_add(
                 round_=round_,

@@ -237,7 +237,7 @@ def test_jury_round_page_renders_every_kind(jury_made):
 def _tovaki_scores(made, reviewers: int, totals_gap: str) -> pd.DataFrame:
     """Scores in half steps: entry 0 leads entry 1 by a small or a large margin."""
     dims = made.round.protocol.quality_dimensions
-    base = {0: 4.0, 1: 4.0 if totals_gap == "close" else 3.0, 2: 2.0}
+    base = {0: 4.0, 1: 4.0 if totals_gap == "close" else 3.0, 2: 2.0, 3: 2.5}
     rows = []
     for (e, _p), (run, label, prompt, lane) in _films(made).items():
         for r in range(reviewers):
@@ -266,7 +266,7 @@ def _tovaki_scores(made, reviewers: int, totals_gap: str) -> pd.DataFrame:
 
 @pytest.mark.parametrize("gap", ["close", "clear"])
 def test_tovaki_totals_close_result_rule_and_scope_language(results_round, monkeypatch, gap):
-    made = results_round(entries=3, packages=2, protocol="tovaki-2026-r1", duration_class="clip_6s")
+    made = results_round(protocol="tovaki-2026-r1", duration_class="clip_6s")
     frame = _tovaki_scores(made, reviewers=3, totals_gap=gap)
     monkeypatch.setattr(jury_selectors, "scorecards_frame", lambda r: frame)
     assert services.results_ensure(round_=made.round).snapshots  # computed, nothing unavailable
@@ -300,7 +300,7 @@ def test_tovaki_totals_close_result_rule_and_scope_language(results_round, monke
 
 
 def test_tovaki_page_shows_the_scope_and_the_disclosure_schedule(results_round, monkeypatch):
-    made = results_round(entries=3, packages=2, protocol="tovaki-2026-r1", duration_class="clip_6s")
+    made = results_round(protocol="tovaki-2026-r1", duration_class="clip_6s")
     frame = _tovaki_scores(made, reviewers=3, totals_gap="close")
     monkeypatch.setattr(jury_selectors, "scorecards_frame", lambda r: frame)
     services.round_lock(round_=to_judging(made.round), actor="staff")

@@ -31,12 +31,11 @@ def _fast_polling(settings):
 def _run(profile: str, *, protocol="ai-duel-0.1", **round_kwargs) -> Run:
     config = {**FAST, "profile": profile, **round_kwargs.pop("provider", {})}
     if protocol == "tovaki-2026-r1":
-        round_kwargs.setdefault("duration_class", "clip_6s")
-        round_kwargs.setdefault("aspect_ratio", "9:16")
+        # Tovaki's fixed scope: 4 integrations x 6 task lanes; one of its cells is operated.
         round_kwargs.setdefault("retry_limit", 1)
-    round_ = factories.open_round(
-        protocol=protocol, entries=1, provider_config=config, **round_kwargs
-    )
+    else:
+        round_kwargs.setdefault("entries", 1)
+    round_ = factories.open_round(protocol=protocol, provider_config=config, **round_kwargs)
     if protocol == "tovaki-2026-r1":
         from django.contrib.auth import get_user_model
 
@@ -44,7 +43,8 @@ def _run(profile: str, *, protocol="ai-duel-0.1", **round_kwargs) -> Run:
 
         owner = get_user_model().objects.create_user(f"owner-{round_.pk}", is_staff=True)
         budget_approve(round_=round_, owner=owner, limit_credits=Decimal("1620"))
-    run = run_create(entry=round_.entries.get(), package=round_.packages.get())
+    entry = round_.entries.order_by("pk").first()
+    run = run_create(entry=entry, package=round_.packages.order_by("prompt_key").first())
     return operate(run.pk)
 
 
@@ -145,13 +145,10 @@ def test_tovaki_run_cannot_start_before_budget_approval():
 
     round_ = factories.open_round(
         protocol="tovaki-2026-r1",
-        duration_class="clip_6s",
-        aspect_ratio="9:16",
-        entries=1,
         retry_limit=1,
         provider_config={**FAST, "profile": "good"},
     )
-    run = run_create(entry=round_.entries.get(), package=round_.packages.get())
+    run = run_create(entry=round_.entries.first(), package=round_.packages.first())
     with pytest.raises(TransitionError, match="budget gate"):
         operate(run.pk)
     run.refresh_from_db()

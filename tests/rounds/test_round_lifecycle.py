@@ -228,9 +228,6 @@ def test_duration_variant_must_only_change_duration():
 def test_tovaki_generation_blocked_until_named_owner_approves(django_user_model):
     round_ = factories.open_round(
         protocol="tovaki-2026-r1",
-        duration_class="clip_6s",
-        aspect_ratio="9:16",
-        entries=4,
         retry_limit=1,
     )
     assert any("budget gate" in p for p in services.generation_blockers(round_))
@@ -251,3 +248,34 @@ def test_open_refused_after_deadline():
     time.sleep(0.6)
     with pytest.raises(services.TransitionError, match="deadline"):
         services.round_open(round_=round_, actor="t")
+
+
+def test_tovaki_commit_holds_the_round_to_the_fixed_scope():
+    """4 integrations x 6 task lanes = 24 first-take cells, or the round does not commit."""
+    short = factories.round_(protocol="tovaki-2026-r1", packages=5, entries=3)
+    with pytest.raises(ValidationError) as refused:
+        services.round_commit(round_=short, actor="t")
+    text = " ".join(refused.value.messages)
+    assert "exactly 4 model integrations; the round has 3 entries" in text
+    assert "task lanes without a package: bright_surreal_causality" in text
+    assert not Round.objects.get(pk=short.pk).is_committed
+    assert not LogEntry.objects.filter(kind="prompt_hash").exists()
+
+    full = services.round_commit(round_=factories.round_(protocol="tovaki-2026-r1"), actor="t")
+    lanes = sorted(full.packages.values_list("task_lane", flat=True))
+    assert lanes == sorted(full.protocol.task_lanes)
+    cells = full.entries.count() * len(lanes)
+    assert cells == full.protocol.fixed_scope["first_take_cells"] == 24
+
+
+def test_a_package_names_one_of_the_protocols_task_lanes():
+    round_ = factories.round_(protocol="tovaki-2026-r1", packages=0)
+    with pytest.raises(ValidationError, match="task lane 'car_chase' is not one of tovaki"):
+        services.package_add(
+            round_=round_,
+            prompt_key="T9",
+            task_lane="car_chase",
+            content=sample_package(0, duration_class="clip_6s", aspect_ratio="9:16"),
+            checklist=sample_checklist(0),
+        )
+    assert not round_.packages.exists()

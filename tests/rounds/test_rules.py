@@ -215,3 +215,45 @@ def test_common_engine_controls_must_all_be_frozen():
 )
 def test_technical_failure_from_validation_problems(problems, code):
     assert rules.technical_failure(problems) == code
+
+
+# ---------------------------------------------------------------------------
+# Tovaki's fixed scope: 4 integrations x 6 task lanes = 24 first-take cells of 6 s at 9:16
+
+SCOPE_OK = dict(
+    duration_class="clip_6s",
+    aspect_ratio="9:16",
+    package_lanes=list(TOVAKI.task_lanes),
+    entry_tiers=["720p"] * 4,
+)
+
+
+def test_a_round_of_the_fixed_scope_has_no_problem():
+    assert rules.fixed_scope_problems(TOVAKI, **SCOPE_OK) == []
+    assert TOVAKI.fixed_scope["first_take_cells"] == 4 * len(TOVAKI.task_lanes) == 24
+
+
+def test_ai_duel_has_no_fixed_scope():
+    assert AI_DUEL.fixed_scope is None
+    assert rules.fixed_scope_problems(AI_DUEL, **{**SCOPE_OK, "entry_tiers": ["pro"]}) == []
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"entry_tiers": ["720p"] * 3}, "exactly 4 model integrations; the round has 3 entries"),
+        ({"entry_tiers": ["720p"] * 5}, "exactly 4 model integrations; the round has 5 entries"),
+        ({"entry_tiers": ["720p"] * 3 + ["1080p"]}, "720p resolution tier; entries record 1080p"),
+        ({"package_lanes": list(TOVAKI.task_lanes)[:5]}, "without a package: bright_surreal"),
+        (
+            {"package_lanes": [*TOVAKI.task_lanes[:5], TOVAKI.task_lanes[0]]},
+            "one package per task lane; repeated: relationship_handoff",
+        ),
+        ({"package_lanes": [*TOVAKI.task_lanes[:5], "car_chase"]}, "not in tovaki-2026-r1: 'car"),
+        ({"package_lanes": [*TOVAKI.task_lanes, ""]}, "every package needs its task lane"),
+        ({"aspect_ratio": "16:9"}, "aspect ratio is 9:16; the round has 16:9"),
+    ],
+)
+def test_fixed_scope_problems_name_what_differs(change, message):
+    problems = rules.fixed_scope_problems(TOVAKI, **{**SCOPE_OK, **change})
+    assert any(message in p for p in problems), problems

@@ -235,7 +235,7 @@ class Command(BaseCommand):
         round_, created = self._new_round(
             "demo-tovaki",
             protocol="tovaki-2026-r1",
-            title="Demo: Tovaki blind benchmark (two task lanes)",
+            title="Demo: Tovaki blind benchmark (4 integrations x 6 task lanes)",
             result_type="leaderboard",
             benchmark_class="best_complete_system",
             prompt_track="brief_to_film",
@@ -248,8 +248,8 @@ class Command(BaseCommand):
             human_action_cap=0,
         )
         if created:
-            lanes = round_.protocol.definition["task_lanes"][:2]
-            for index, lane in enumerate(lanes):
+            # The fixed scope: one package per task lane, one entry per model integration.
+            for index, lane in enumerate(round_.protocol.task_lanes):
                 services.package_add(
                     round_=round_,
                     prompt_key=f"T{index + 1}",
