@@ -147,7 +147,12 @@ def _operate_attempt(run: Run, attempt: Attempt, provider: SystemProvider) -> No
             brief = run.package.content
             if canonical_sha256(brief) != run.package.sha256:
                 raise RuntimeError("the package no longer matches its committed hash")
-            submission = provider.submit(brief, _submitted_settings(run), seed=_seed(run))
+            submission = provider.submit(
+                brief,
+                _submitted_settings(run),
+                seed=_seed(run),
+                idempotency_key=str(attempt.idempotency_key),
+            )
             request_id = submission.request_id
             attempt = services.attempt_submitted(attempt=attempt, provider_request_id=request_id)
         if attempt.state == Attempt.State.SUBMITTED:

@@ -347,15 +347,28 @@ class SystemProvider(abc.ABC):
     """A complete production system behind an asynchronous job API (Best Complete System).
 
     The run workflow calls ``submit`` once per attempt, stores ``request_id``, ``poll``s until
-    the job finishes, then ``fetch``es the asset. ``poll`` never blocks. A failure of the call
+    the job finishes, then ``fetch``es the asset. It passes the attempt's ``idempotency_key``:
+    a worker that died after the provider accepted the job but before the platform stored
+    its id submits again with the same key, and the provider answers with the job it already
+    has instead of starting (and billing) a second one. ``poll`` never blocks. A failure of the call
     itself (5xx, timeout) raises a :class:`ProviderFailure`; a job the provider reports failed
     comes back as ``JobStatus(state=failed, error=...)``. ``cost`` reports what a job cost,
     including a failed one.
     """
 
     @abc.abstractmethod
-    def submit(self, brief: dict[str, Any], settings: dict[str, Any], *, seed: int) -> Submission:
-        """Submit the exact committed brief with the recorded settings."""
+    def submit(
+        self,
+        brief: dict[str, Any],
+        settings: dict[str, Any],
+        *,
+        seed: int,
+        idempotency_key: str | None = None,
+    ) -> Submission:
+        """Submit the exact committed brief with the recorded settings.
+
+        The same ``idempotency_key`` again returns the job it first created.
+        """
 
     @abc.abstractmethod
     def poll(self, request_id: str) -> JobStatus:

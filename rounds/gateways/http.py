@@ -233,9 +233,11 @@ class HttpJobClient:
             return path
         return f"{self.config.base_url}/{path.lstrip('/')}"
 
-    def _request(self, method: str, url: str, body: Any = None) -> urllib.request.Request:
+    def _request(
+        self, method: str, url: str, body: Any = None, extra_headers: dict | None = None
+    ) -> urllib.request.Request:
         data = None
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": "application/json", **(extra_headers or {})}
         if body is not None:
             data = json.dumps(body, separators=(",", ":")).encode("utf-8")
             headers["Content-Type"] = "application/json"
@@ -290,11 +292,16 @@ class HttpJobClient:
         )
 
     def call_json(
-        self, endpoint: Endpoint, *, request_id: str | None = None, body: Any = None
+        self,
+        endpoint: Endpoint,
+        *,
+        request_id: str | None = None,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
     ) -> Any:
         """One JSON request/response, classified."""
         url = self.url(endpoint, request_id)
-        request = self._request(endpoint.method, url, body)
+        request = self._request(endpoint.method, url, body, headers)
         try:
             with self._opener.open(request, timeout=self.config.request_timeout_s) as response:
                 raw = response.read()
@@ -436,12 +443,21 @@ class HttpSystemProvider(SystemProvider):
         self.config = config
         self.client = HttpJobClient(config)
 
-    def submit(self, brief: dict[str, Any], settings: dict[str, Any], *, seed: int) -> Submission:
+    def submit(
+        self,
+        brief: dict[str, Any],
+        settings: dict[str, Any],
+        *,
+        seed: int,
+        idempotency_key: str | None = None,
+    ) -> Submission:
         body = self.client.submit_body({"brief": brief, "settings": settings, "seed": seed})
-        return self._submit(body)
+        return self._submit(body, idempotency_key=idempotency_key)
 
-    def _submit(self, body: dict[str, Any]) -> Submission:
-        document = self.client.call_json(self.config.submit, body=body)
+    def _submit(self, body: dict[str, Any], *, idempotency_key: str | None = None) -> Submission:
+        """POST the job; ``idempotency_key`` goes in the ``Idempotency-Key`` header."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        document = self.client.call_json(self.config.submit, body=body, headers=headers)
         request_id = str(self.client.required(document, "request_id", request_id=None))
         provider_request_id = field_at(
             document, self.config.fields.get("provider_request_id"), request_id

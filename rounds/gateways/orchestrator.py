@@ -10,6 +10,7 @@ requests the film used (the rest are discarded seconds).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -191,20 +192,46 @@ class ReferenceOrchestratorProvider(SystemProvider):
         tmp.write_text(json.dumps(record))
         os.replace(tmp, path)
 
+    def _claim(self, request_id: str, record: dict[str, Any]) -> bool:
+        """Create the job record only if the job does not exist yet (a hard link is atomic)."""
+        path = self._job(request_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".claim-{uuid.uuid4().hex}")
+        tmp.write_text(json.dumps(record))
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink()
+        return True
+
     def _read(self, request_id: str) -> dict[str, Any]:
         try:
             return json.loads(self._job(request_id).read_text())
         except FileNotFoundError:
             raise ProviderError(f"unknown job {request_id}") from None
 
-    def submit(self, brief: dict[str, Any], settings: dict[str, Any], *, seed: int) -> Submission:
+    def submit(
+        self,
+        brief: dict[str, Any],
+        settings: dict[str, Any],
+        *,
+        seed: int,
+        idempotency_key: str | None = None,
+    ) -> Submission:
+        """Start the job in a thread; a key seen before answers with its job, not a new one."""
         run = settings.get("duel_run")
         if not run:
             raise ProviderError("the platform did not say which run this job is for")
-        request_id = f"orch-{uuid.uuid4().hex[:20]}"
+        if idempotency_key:
+            request_id = f"orch-{hashlib.sha256(idempotency_key.encode()).hexdigest()[:20]}"
+        else:
+            request_id = f"orch-{uuid.uuid4().hex[:20]}"
+        if not self._claim(request_id, {"state": "running", "pid": os.getpid()}):
+            return Submission(request_id=request_id, provider_request_id=request_id)
         film = self.state_dir / "films" / f"{request_id}.mp4"
         film.parent.mkdir(parents=True, exist_ok=True)
-        self._write(request_id, {"state": "running", "pid": os.getpid()})
         client = GatewayClient(
             base_url=self.gateway_url,
             token=self.token,

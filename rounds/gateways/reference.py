@@ -552,8 +552,33 @@ class ReferenceProvider(SystemProvider):
                 f"unknown request id {request_id!r}", provider_request_id=request_id
             ) from None
 
-    def _create_job(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Write the job record under the next free attempt number, atomically and exclusively."""
+    def _create_job(
+        self, record: dict[str, Any], *, idempotency_key: str | None = None
+    ) -> dict[str, Any]:
+        """Write the job record under the next free attempt number, atomically and exclusively.
+
+        With an ``idempotency_key``, the key is bound to the job by a hard link made only if
+        the key has none yet (atomic on POSIX): a key already bound returns its job, and a
+        job that lost a race for the key is removed again.
+        """
+        self._jobs.mkdir(parents=True, exist_ok=True)
+        bound = None
+        if idempotency_key:
+            bound = self._jobs / f"key-{hashlib.sha256(idempotency_key.encode()).hexdigest()}"
+            if bound.exists():
+                return json.loads(bound.read_bytes())
+        created = self._new_job(record)
+        if bound is None:
+            return created
+        job_path = self._jobs / f"{created['request_id']}.json"
+        try:
+            os.link(job_path, bound)
+        except FileExistsError:
+            job_path.unlink()
+            return json.loads(bound.read_bytes())
+        return created
+
+    def _new_job(self, record: dict[str, Any]) -> dict[str, Any]:
         self._jobs.mkdir(parents=True, exist_ok=True)
         key = canonical_sha256({k: record[k] for k in ("identity", "brief", "settings", "seed")})[
             :20
@@ -638,8 +663,18 @@ class ReferenceProvider(SystemProvider):
 
     # -- the interface
 
-    def submit(self, brief: dict[str, Any], settings: dict[str, Any], *, seed: int) -> Submission:
-        """Record the job (an exclusive attempt number); refuse an unusable brief."""
+    def submit(
+        self,
+        brief: dict[str, Any],
+        settings: dict[str, Any],
+        *,
+        seed: int,
+        idempotency_key: str | None = None,
+    ) -> Submission:
+        """Record the job (an exclusive attempt number); refuse an unusable brief.
+
+        A key seen before answers with the job it created, so nothing is generated twice.
+        """
         for item in ("duration_class", "aspect_ratio"):
             if not brief.get(item):
                 raise ProviderError(f"the brief lacks {item!r}")
@@ -661,7 +696,8 @@ class ReferenceProvider(SystemProvider):
                 "seed": int(seed),
                 "target_s": target,
                 "submitted_at": self.clock(),
-            }
+            },
+            idempotency_key=idempotency_key,
         )
         if self.profile == "infrastructure_failure_first" and record["attempt"] == 1:
             raise InfrastructureFailure(

@@ -7,7 +7,8 @@ assert what the adapter sent (auth headers, bodies) and what it did not.
 
 API (all JSON except the asset):
 
-* ``POST /v1/jobs`` -> ``{"id": ..., "status": "queued"}``
+* ``POST /v1/jobs`` -> ``{"id": ..., "status": "queued"}``; a repeated ``Idempotency-Key``
+  header answers with the job that key created
 * ``GET /v1/jobs/{id}`` -> ``{"id", "status", "progress", "error"?, "cost"?}``; ``queued`` on
   the first poll, ``running`` until ``polls_until_done`` polls, then ``succeeded``
 * ``GET /v1/jobs/{id}/result`` -> ``{"output": {"url", "duration"}, "cost": {...}}``
@@ -79,6 +80,8 @@ class FakeProvider:
     )
     requests: list[RecordedRequest] = field(default_factory=list)
     jobs: dict[str, FakeJob] = field(default_factory=dict)
+    # Idempotency-Key -> job id: a POST with a key seen before answers with that job.
+    keys: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -216,9 +219,14 @@ class FakeProvider:
                 return self._send(
                     handler, 400, {"error": {"message": "unknown field 'x'", "code": "invalid"}}
                 )
-            job = FakeJob(id=uuid.uuid4().hex[:12], body=body)
+            key = handler.headers.get("Idempotency-Key")
             with self._lock:
-                self.jobs[job.id] = job
+                job = self.jobs.get(self.keys.get(key, "")) if key else None
+                if job is None:
+                    job = FakeJob(id=uuid.uuid4().hex[:12], body=body)
+                    self.jobs[job.id] = job
+                    if key:
+                        self.keys[key] = job.id
             return self._send(handler, 202, {"id": job.id, "status": "queued"})
 
         parts = path.strip("/").split("/")  # v1 jobs <id> [result]

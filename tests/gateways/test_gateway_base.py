@@ -120,7 +120,7 @@ class _ScriptedProvider(SystemProvider):
         self.states = states
         self.polls = 0
 
-    def submit(self, brief, settings, *, seed):
+    def submit(self, brief, settings, *, seed, idempotency_key=None):
         return Submission("r", "r")
 
     def poll(self, request_id):

@@ -260,3 +260,19 @@ def test_config_validation_and_field_paths():
     document = {"output": {"files": [{"url": "a"}, {"url": "b"}]}}
     assert field_at(document, "output.files.1.url") == "b"
     assert field_at(document, "output.files.5.url", None) is None
+
+
+def test_a_resubmitted_idempotency_key_answers_with_the_same_job(fake_provider):
+    """A worker that died after submitting submits again with the attempt's key: one job."""
+    provider = HttpSystemProvider(fake_provider.config())
+    first = provider.submit(BRIEF, {"quality": "high"}, seed=3, idempotency_key="attempt-1")
+    again = provider.submit(BRIEF, {"quality": "high"}, seed=3, idempotency_key="attempt-1")
+    retry = provider.submit(BRIEF, {"quality": "high"}, seed=3, idempotency_key="attempt-2")
+    assert first.request_id == again.request_id != retry.request_id
+    assert len(fake_provider.jobs) == 2
+    posts = [r for r in fake_provider.requests if r.method == "POST"]
+    assert [r.headers.get("Idempotency-Key") for r in posts] == [
+        "attempt-1",
+        "attempt-1",
+        "attempt-2",
+    ]

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from rounds.gateways.base import FailureReason, InfrastructureFailure, ProviderError, SafetyBlock
+from rounds.gateways.base import (
+    FailureReason,
+    InfrastructureFailure,
+    JobState,
+    ProviderError,
+    SafetyBlock,
+)
 from rounds.gateways.reference import (
     OrchestrationFailed,
     ReferenceEngine,
@@ -220,3 +226,30 @@ def test_a_failed_render_is_reported_with_ffmpegs_reason_and_leaves_nothing(tmp_
     with pytest.raises(InfrastructureFailure, match="simulated encoder crash"):
         ReferenceEngine().generate("x", {"seconds": 2}, seed=1, dest_path=out / "clip.mp4")
     assert list(out.iterdir()) == []
+
+
+def test_orchestrator_resubmission_with_its_key_starts_no_second_job(story_package, tmp_path):
+    from rounds.gateways import orchestrator
+
+    provider = orchestrator.ReferenceOrchestratorProvider(
+        state_dir=tmp_path,
+        protocol="ai-duel-0.1",
+        gateway_url="http://127.0.0.1:9",  # nothing listens: the job fails, quickly
+        token="entry-token",
+        model="ref-video-1",
+        api_version="2026-01",
+    )
+    brief = story_package("minute_1", "16:9")
+    settings = {"duel_run": "run-1"}
+    first = provider.submit(brief, settings, seed=1, idempotency_key="attempt-1")
+    thread = orchestrator._THREADS[first.request_id]
+    again = provider.submit(brief, settings, seed=1, idempotency_key="attempt-1")
+    assert again.request_id == first.request_id
+    assert orchestrator._THREADS[first.request_id] is thread  # no second job was started
+    other = provider.submit(brief, settings, seed=1, idempotency_key="attempt-2")
+    assert other.request_id != first.request_id
+    for request_id in (first.request_id, other.request_id):
+        orchestrator._THREADS[request_id].join(timeout=30)
+    jobs = sorted(p.name for p in (tmp_path / "orchestrator" / "jobs").iterdir())
+    assert jobs == sorted([f"{first.request_id}.json", f"{other.request_id}.json"])
+    assert provider.poll(first.request_id).state == JobState.FAILED

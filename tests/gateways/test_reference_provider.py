@@ -513,3 +513,19 @@ def test_plan_splits_frames_exactly_and_places_the_hold_in_the_development(story
     assert [s.name for s in spec.scenes] == ["beginning", "development", "ending"]
     assert [s.frozen_frames for s in spec.scenes] == [0, 120, 0]
     assert spec.frozen_seconds == 10
+
+
+def test_a_resubmitted_idempotency_key_answers_with_the_same_job(
+    make_provider, story_package, tmp_path
+):
+    provider = make_provider("error_first_attempt")
+    package = story_package("minute_1", "16:9")
+    first = provider.submit(package, {}, seed=1, idempotency_key="attempt-1")
+    again = provider.submit(package, {}, seed=1, idempotency_key="attempt-1")
+    retry = provider.submit(package, {}, seed=1, idempotency_key="attempt-2")
+    assert first.request_id == again.request_id != retry.request_id
+    assert sorted(p.name for p in (tmp_path / "state" / "jobs").glob("ref-*.json")) == sorted(
+        [f"{first.request_id}.json", f"{retry.request_id}.json"]
+    )
+    # The resubmission did not use up an attempt: the retry is attempt 2, as the profile needs.
+    assert first.request_id.endswith("-1") and retry.request_id.endswith("-2")

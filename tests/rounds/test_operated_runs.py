@@ -4,8 +4,10 @@ Real films are rendered with ffmpeg, validated by the media pipeline, proxied, a
 manifest is written and validated against the published schema.
 """
 
+import uuid
 from datetime import timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -153,3 +155,46 @@ def test_tovaki_run_cannot_start_before_budget_approval():
         operate(run.pk)
     run.refresh_from_db()
     assert run.state == Run.State.CREATED
+
+
+class _DiedAfterSubmit(BaseException):
+    """Stands for the worker's death: not an Exception, so nothing in the workflow catches it."""
+
+
+def test_a_worker_dying_between_submit_and_record_resubmits_the_same_job(monkeypatch):
+    """The provider accepted the job; the worker died before the platform stored its id.
+
+    The resumed run submits again with the attempt's idempotency key, and the provider
+    answers with the job it already has: one job, one attempt, one charge.
+    """
+    from django.conf import settings
+
+    from rounds import services
+
+    real = services.attempt_submitted
+    calls = []
+
+    def dies_once(**kwargs):
+        calls.append(kwargs["provider_request_id"])
+        if len(calls) == 1:
+            raise _DiedAfterSubmit
+        return real(**kwargs)
+
+    monkeypatch.setattr(services, "attempt_submitted", dies_once)
+    state_dir = Path(settings.DUEL_WORK_DIR) / f"died-after-submit-{uuid.uuid4().hex}"
+    round_ = factories.open_round(
+        entries=1, provider_config={**FAST, "profile": "good", "state_dir": str(state_dir)}
+    )
+    run = run_create(entry=round_.entries.get(), package=round_.packages.get())
+    with pytest.raises(_DiedAfterSubmit):
+        operate(run.pk)
+    assert Attempt.objects.get(run=run).state == Attempt.State.SUBMITTING
+    run = operate(run.pk)  # what the redelivered task or the reaper does
+    assert run.final_state == "completed_conforming", run.final_reason
+    assert len(calls) == 2 and calls[0] == calls[1]  # the same job both times
+    assert sorted(p.name for p in (state_dir / "jobs").glob("ref-*.json")) == [f"{calls[0]}.json"]
+    attempt = run.attempts.get()
+    assert attempt.provider_request_id == calls[0]
+    assert Decimal(run.manifests.get().document["cost"]["billed_cost"]) == Decimal(
+        attempt.cost["billed_cost"]
+    )
