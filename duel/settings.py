@@ -144,7 +144,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 300.0,
         "args": (900.0,),
     },
+    # Scratch files of killed workers (older than any task can run) are removed.
+    "sweep-scratch": {"task": "media_pipeline.sweep_scratch", "schedule": 3600.0},
 }
+DUEL_SCRATCH_MAX_AGE_S = float(
+    os.environ.get("DUEL_SCRATCH_MAX_AGE_S", CELERY_TASK_TIME_LIMIT + 3600)
+)
 # How often a run's worker polls its provider.
 DUEL_RUN_POLL_INTERVAL_S = float(os.environ.get("DUEL_RUN_POLL_INTERVAL_S", "2.0"))
 

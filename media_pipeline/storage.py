@@ -44,11 +44,57 @@ def opaque_name(suffix: str = "") -> str:
     return f"{NAME_PREFIX}/{secrets.token_hex(16)}{suffix}"
 
 
+SCRATCH_DIRECTORY = "scratch"
+
+
 def work_dir() -> Path:
-    """The local scratch directory for ffmpeg inputs and outputs (``DUEL_WORK_DIR``)."""
-    path = Path(settings.DUEL_WORK_DIR)
+    """The local scratch directory for ffmpeg inputs and outputs: ``DUEL_WORK_DIR/scratch``.
+
+    Everything in it is transient and removed by the code that made it; what a killed worker
+    left behind is removed by :func:`scratch_sweep`. Long-lived local state (the reference
+    providers' job records) lives beside it in ``DUEL_WORK_DIR``, never in it.
+    """
+    path = Path(settings.DUEL_WORK_DIR) / SCRATCH_DIRECTORY
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def _last_touched(path: Path) -> float:
+    """The newest modification time of ``path`` and, for a directory, of anything in it."""
+    newest = path.lstat().st_mtime
+    if path.is_dir() and not path.is_symlink():
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                try:
+                    newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+                except FileNotFoundError:  # removed while we looked: its owner is alive
+                    continue
+    return newest
+
+
+def scratch_sweep(*, max_age_s: float, now: float | None = None) -> list[str]:
+    """Remove scratch entries untouched for ``max_age_s``; return their names.
+
+    A worker writes to its scratch while it works (ffmpeg's output grows, spooled inputs
+    arrive), and no task runs longer than the task time limit, so an entry untouched for
+    longer than that belongs to a worker that was killed. Live work is never older.
+    """
+    import time
+
+    now = time.time() if now is None else now
+    removed = []
+    for entry in sorted(work_dir().iterdir()):
+        try:
+            if now - _last_touched(entry) <= max_age_s:
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(entry.name)
+    return removed
 
 
 def _storage() -> Storage:

@@ -132,3 +132,18 @@ def segments_cut_task(self, proxy_id: int, windows: list[list[float]]) -> dict[s
         return {"segment_clip_ids": [clip.pk for clip in clips]}
 
     return _run(job, work)
+
+
+@shared_task(name="media_pipeline.sweep_scratch", ignore_result=False)
+def sweep_scratch(max_age_s: float | None = None) -> list[str]:
+    """Remove what killed workers left in the scratch directory (celery beat, hourly).
+
+    The default age is ``DUEL_SCRATCH_MAX_AGE_S``: the task time limit and an hour more,
+    so no running task's scratch can be that old.
+    """
+    from django.conf import settings
+
+    from media_pipeline.storage import scratch_sweep
+
+    age = settings.DUEL_SCRATCH_MAX_AGE_S if max_age_s is None else float(max_age_s)
+    return scratch_sweep(max_age_s=age)

@@ -386,9 +386,9 @@ def engine_request_execute(request_id: int) -> EngineRequest:
     engine = get_video_engine(engine_adapter_config(round_))
     seed = int(hashlib.sha256(str(request.public_id).encode()).hexdigest()[:8], 16)
     engine_params = {k: v for k, v in request.params.items() if k != "seed"}
-    work = Path(settings.DUEL_WORK_DIR)
-    work.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=work) as tmp:
+    from media_pipeline.storage import work_dir
+
+    with tempfile.TemporaryDirectory(dir=work_dir(), prefix="engine-") as tmp:
         dest = Path(tmp) / "clip.mp4"
         try:
             clip = engine.generate(

@@ -140,6 +140,7 @@ def _engine_credit_exhausted(run: Run) -> bool:
 
 def _operate_attempt(run: Run, attempt: Attempt, provider: SystemProvider) -> None:
     from media_pipeline.services import original_store
+    from media_pipeline.storage import work_dir
 
     request_id = attempt.provider_request_id
     try:
@@ -157,9 +158,7 @@ def _operate_attempt(run: Run, attempt: Attempt, provider: SystemProvider) -> No
             attempt = services.attempt_submitted(attempt=attempt, provider_request_id=request_id)
         if attempt.state == Attempt.State.SUBMITTED:
             _wait(provider, run, request_id)
-            work = Path(settings.DUEL_WORK_DIR)
-            work.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(dir=work) as tmp:
+            with tempfile.TemporaryDirectory(dir=work_dir(), prefix="fetch-") as tmp:
                 asset = provider.fetch(request_id, Path(tmp) / "original.bin")
                 arrived_at = timezone.now()
                 output = original_store(path=asset.path, kind="original")

@@ -26,7 +26,6 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import combinations
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -205,9 +204,9 @@ def proxy_duration_s(media_file) -> float:
         return measure(default_storage.path(media_file.storage_name))
     except NotImplementedError:
         pass
-    work = Path(settings.DUEL_WORK_DIR)
-    work.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=work, suffix=".mp4") as copy:
+    from media_pipeline.storage import work_dir
+
+    with tempfile.NamedTemporaryFile(dir=work_dir(), prefix="measure-", suffix=".mp4") as copy:
         with default_storage.open(media_file.storage_name, "rb") as source:
             shutil.copyfileobj(source, copy, length=1024 * 1024)
         copy.flush()

@@ -19,6 +19,8 @@ from media_samples import ffmpeg
 
 from media_pipeline.models import Proxy
 from media_pipeline.services import original_store, proxy_build
+from media_pipeline.storage import work_dir
+from media_pipeline.tasks import sweep_scratch
 
 pytestmark = pytest.mark.django_db
 CANVAS = (640, 360)
@@ -40,7 +42,7 @@ def processes_using(path: Path) -> list[int]:
     return found
 
 
-def test_killed_proxy_encode_leaves_nothing_and_the_rerun_completes(tmp_path):
+def test_killed_proxy_encode_leaves_nothing_and_the_rerun_completes(tmp_path, settings):
     source = tmp_path / "film.mp4"
     ffmpeg("-f", "lavfi", "-i", "testsrc2=s=640x360:r=24:d=10", "-f", "lavfi", "-i",
            "sine=d=10:sample_rate=48000", "-c:v", "libx264", "-preset", "ultrafast",
@@ -57,7 +59,7 @@ def test_killed_proxy_encode_leaves_nothing_and_the_rerun_completes(tmp_path):
     scratch = None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and scratch is None:
-        written = [p for p in Path(settings.DUEL_WORK_DIR).glob("proxy-*/proxy.mp4")
+        written = [p for p in work_dir().glob("proxy-*/proxy.mp4")
                    if p.stat().st_size > 0]  # fmt: skip
         scratch = written[0] if written else None
         time.sleep(0.01)
@@ -80,3 +82,16 @@ def test_killed_proxy_encode_leaves_nothing_and_the_rerun_completes(tmp_path):
     ]
     assert hashlib.sha256(published[0].read_bytes()).hexdigest() == proxy.proxy_file.sha256
     assert proxy.verification["ok"] is True
+
+    # The killed worker's scratch is still there; the sweep leaves it while it is younger
+    # than any task can run, and removes it once it is older.
+    left = scratch.parent
+    assert left.exists() and left.name in [p.name for p in work_dir().iterdir()]
+    assert sweep_scratch() == []
+    assert left.exists()
+    settings.DUEL_SCRATCH_MAX_AGE_S = 3600
+    hours_ago = time.time() - 2 * 3600
+    for path in [left, *left.rglob("*")]:
+        os.utime(path, (hours_ago, hours_ago))
+    assert sweep_scratch() == [left.name]
+    assert not left.exists()
