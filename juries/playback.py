@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from duel.intervals import interval_union
+
 DEFAULT_JITTER_S = 0.5
 DEFAULT_BURST_S = 2.0
 DEFAULT_ENDING_TOLERANCE_S = 0.5
@@ -116,14 +118,8 @@ BACKWARD = "backward"
 
 
 def merge_intervals(intervals: Sequence[Sequence[float]]) -> list[list[float]]:
-    """Union of closed intervals, sorted and merged."""
-    merged: list[list[float]] = []
-    for start, end in sorted((float(a), float(b)) for a, b in intervals if b > a):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return merged
+    """Union of closed intervals, sorted and merged, as JSON-ready lists."""
+    return [[a, b] for a, b in interval_union((x[0], x[1]) for x in intervals)]
 
 
 def proof_apply(

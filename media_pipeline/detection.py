@@ -68,7 +68,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from duel.canonical import canonical_sha256
+from duel.intervals import Interval, clip_intervals, interval_union, total_length
 from media_pipeline.ffcommand import (
     FfmpegInput,
     FfmpegOutput,
@@ -151,7 +152,6 @@ DETECTION_FOR_PROTOCOL_TERM: dict[str, str] = {
 }
 DETECTION_KINDS: tuple[str, ...] = ("black", "frozen", "silence", "filler", "credits")
 
-Interval = tuple[float, float]
 # Long arrays are processed in blocks of this many frames, so temporary copies stay small.
 CHUNK_FRAMES = 4096
 
@@ -198,30 +198,6 @@ def detection_controls(
         "thresholds_sha256": canonical_sha256(frozen),
         "ffmpeg_version": tool_version(ffmpeg_binary),
     }
-
-
-# ---------------------------------------------------------------------------------------------
-# Intervals
-
-
-def interval_union(intervals: Iterable[Interval]) -> list[Interval]:
-    """Sorted, merged intervals (touching intervals merge)."""
-    merged: list[list[float]] = []
-    for start, end in sorted((float(a), float(b)) for a, b in intervals if b > a):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(a, b) for a, b in merged]
-
-
-def total_length(intervals: Iterable[Interval]) -> float:
-    return sum(end - start for start, end in interval_union(intervals))
-
-
-def clip_intervals(intervals: Iterable[Interval], start: float, end: float) -> list[Interval]:
-    clipped = ((max(a, start), min(b, end)) for a, b in intervals)
-    return [(a, b) for a, b in clipped if b > a]
 
 
 # ---------------------------------------------------------------------------------------------

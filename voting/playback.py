@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-Interval = tuple[float, float]
+from duel.intervals import Interval, clipped_length, interval_union
 
 # Platform tolerances (not protocol numbers). Wall-clock allowance: watched media time may
 # exceed elapsed server time by 5% (clock granularity, media clocks running slightly fast)
@@ -189,27 +189,6 @@ def parse_heartbeat(document: Any) -> HeartbeatReport:
         ended=_flag(document, "ended"),
         visible=_flag(document, "visible"),
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# Intervals
-
-
-def interval_union(intervals: Iterable[Interval]) -> list[Interval]:
-    """Sorted, merged intervals (touching intervals merge; empty ones vanish)."""
-    merged: list[list[float]] = []
-    for start, end in sorted((float(a), float(b)) for a, b in intervals if b > a):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(a, b) for a, b in merged]
-
-
-def clipped_length(intervals: Iterable[Interval], low: float, high: float) -> float:
-    """Length of the union of ``intervals`` inside ``[low, high]``."""
-    clipped = ((max(a, low), min(b, high)) for a, b in intervals)
-    return sum(b - a for a, b in interval_union(clipped))
 
 
 # ---------------------------------------------------------------------------------------------
