@@ -552,6 +552,12 @@ class SegmentVote(models.Model):
     window_a = models.ForeignKey(SegmentWindow, on_delete=models.PROTECT, related_name="+")
     window_b = models.ForeignKey(SegmentWindow, on_delete=models.PROTECT, related_name="+")
     outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    playback = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The server's playback proof of each clip when the vote was cast (clip a, "
+        "then b): duration, heartbeats, seconds credited, coverage, ending, refusals.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

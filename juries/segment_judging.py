@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from itertools import combinations
+from typing import Any
 
 from django.db.models import Q
 
@@ -108,11 +109,21 @@ def clip_duration_s(clip) -> float:
 
 
 def segment_vote_submit(
-    *, juror: Juror, first: SegmentWindow, second: SegmentWindow, choice: str
+    *,
+    juror: Juror,
+    first: SegmentWindow,
+    second: SegmentWindow,
+    choice: str,
+    playback: list[dict[str, Any]] | None = None,
 ) -> SegmentVote:
-    """Record the forced choice between the clip shown first and the one shown second."""
+    """Record the forced choice between the clip shown first and the one shown second, with
+    the playback proof of each (first, second)."""
     if choice not in {"first", "second"}:
         raise services.JuryError("choose the first or the second clip")
     return services.segment_vote_record(
-        juror=juror, window_a=first, window_b=second, outcome="a" if choice == "first" else "b"
+        juror=juror,
+        window_a=first,
+        window_b=second,
+        outcome="a" if choice == "first" else "b",
+        playback=playback,
     )

@@ -7,7 +7,8 @@ duration, then a forced choice. No system, entry or film label appears on the pa
 
 An assignment (its random token, the two windows, the clips, the proof state of each clip)
 lives in the juror's server-side Django session: it is a working state, not a record; what is
-recorded is the vote, through ``segment_vote_record``.
+recorded is the vote, through ``segment_vote_record``, with what the proof of each clip came
+to (heartbeats, seconds credited, coverage, ending, refused heartbeats).
 """
 
 from __future__ import annotations
@@ -50,6 +51,21 @@ def _complete(assignment: dict[str, Any], slot: int, rules: playback.ProofRules)
     return playback.proof_verdict(
         state, duration_s=assignment["durations"][slot], rules=rules
     ).complete
+
+
+def _evidence(assignment: dict[str, Any], slot: int, rules: playback.ProofRules) -> dict:
+    """What the vote record keeps of a clip's playback proof."""
+    state = playback.ProofState.from_json(assignment["proofs"][slot])
+    duration = assignment["durations"][slot]
+    verdict = playback.proof_verdict(state, duration_s=duration, rules=rules)
+    return {
+        "duration_s": duration,
+        "heartbeats": state.last_seq + 1,
+        "watched_s": verdict.watched_s,
+        "coverage": verdict.coverage,
+        "reached_ending": verdict.reached_ending,
+        "refused": dict(state.violations),
+    }
 
 
 def _new_assignment(round_: Round, first: SegmentWindow, second: SegmentWindow) -> dict:
@@ -191,7 +207,11 @@ def segment_vote(request: HttpRequest, token: str) -> HttpResponse:
     first, second = (SegmentWindow.objects.get(pk=pk) for pk in assignment["windows"])
     try:
         segment_judging.segment_vote_submit(
-            juror=juror, first=first, second=second, choice=request.POST.get("choice", "")
+            juror=juror,
+            first=first,
+            second=second,
+            choice=request.POST.get("choice", ""),
+            playback=[_evidence(assignment, slot, rules) for slot in SLOTS],
         )
     except ValidationError as exc:
         return JsonResponse({"ok": False, "errors": list(exc.messages)}, status=409)

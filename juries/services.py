@@ -1293,10 +1293,16 @@ def _declare(film: JuryFilm, kind: str, windows, actor: str) -> list[SegmentWind
 
 @transaction.atomic
 def segment_vote_record(
-    *, juror: Juror, window_a: SegmentWindow, window_b: SegmentWindow, outcome: str
+    *,
+    juror: Juror,
+    window_a: SegmentWindow,
+    window_b: SegmentWindow,
+    outcome: str,
+    playback: list[dict[str, Any]] | None = None,
 ) -> SegmentVote:
     """A juror's paired judgment of two films' windows: same round, kind, index and prompt,
-    different films. Stored apart from full-film scorecards."""
+    different films. Stored apart from full-film scorecards, with the playback proof of
+    each clip (``playback``, a then b) that allowed the vote."""
     window_a = SegmentWindow.objects.select_related("film").get(pk=window_a.pk)
     window_b = SegmentWindow.objects.select_related("film").get(pk=window_b.pk)
     round_ = _locked(Round, window_a.round_id)
@@ -1326,4 +1332,5 @@ def segment_vote_record(
         window_a=window_a,
         window_b=window_b,
         outcome=outcome,
+        playback=list(playback or []),
     )

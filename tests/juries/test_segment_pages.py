@@ -161,6 +161,14 @@ def test_segment_pair_page_proof_vote_and_no_repeat(client, segment_round, monke
     assert done.status_code == 302 and done["Location"] == page
     vote = SegmentVote.objects.get()
     assert (vote.juror, vote.window_a, vote.window_b, vote.outcome) == (juror, first, second, "a")
+    # The vote keeps what the server's proof of each clip came to, the refused seek included.
+    rules = services.proof_rules(round_)
+    assert [p["duration_s"] for p in vote.playback] == assignment["durations"]
+    for proof in vote.playback:
+        assert proof["coverage"] >= rules.min_playback and proof["reached_ending"]
+        assert proof["heartbeats"] > 2
+    assert vote.playback[0]["refused"] == {"impossible_progress": 1}
+    assert vote.playback[1]["refused"] == {}
     assert token not in client.session[segment_views.SESSION_KEY]
     assert client.post(vote_url, {"choice": "first"}).status_code == 404
 
