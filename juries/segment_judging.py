@@ -103,6 +103,36 @@ def segment_clip(window: SegmentWindow):
     return segments_cut(proxy=proxy, windows=[(start, end)])[0]
 
 
+def segment_clips_precut(*, round_id: int, kind: str = SegmentWindow.Kind.WITHIN_SEGMENT) -> int:
+    """Queue the cutting of every published window's clip, one media task per film.
+
+    Called once the windows are committed, so jurors find the clips ready instead of waiting
+    for ffmpeg on their first request (``segment_clip`` still cuts a missing one). A film
+    without a recorded proxy is skipped here and refused on request. Returns the tasks queued.
+    """
+    from media_pipeline.tasks import segments_cut_task
+
+    windows: dict[int, list[SegmentWindow]] = defaultdict(list)
+    for window in SegmentWindow.objects.filter(round_id=round_id, kind=kind).select_related(
+        "film__run"
+    ):
+        windows[window.film_id].append(window)
+    queued = 0
+    for film_windows in windows.values():
+        try:
+            proxy = film_proxy(film_windows[0].film)
+        except services.JuryError:
+            continue
+        spans = [[float(w.start_s), float(w.end_s)] for w in sorted(film_windows, key=_index)]
+        segments_cut_task.delay(proxy.pk, spans)
+        queued += 1
+    return queued
+
+
+def _index(window: SegmentWindow) -> int:
+    return window.index
+
+
 def clip_duration_s(clip) -> float:
     """The clip's real duration, probed (the playback proof's reference)."""
     return services.proxy_duration_s(clip.clip_file)

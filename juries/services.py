@@ -13,12 +13,14 @@ task-local label for Tovaki): nothing logged before the reveal identifies a syst
 
 from __future__ import annotations
 
+import logging
 import math
 import secrets
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -50,6 +52,8 @@ from juries.models import (
 from ledger.services import entry_append
 from rounds.models import Entry, InputPackage, Round
 from rounds.selectors import rankable_runs
+
+logger = logging.getLogger(__name__)
 
 
 class JuryError(ValidationError):
@@ -1211,7 +1215,7 @@ def segment_windows_publish(*, round_: Round, actor: str) -> list[SegmentWindow]
         )
         rows += [(film, i, s, e) for i, (s, e) in enumerate(windows)]
     entry = _windows_log(round_, kind, published, actor)
-    return SegmentWindow.objects.bulk_create(
+    created = SegmentWindow.objects.bulk_create(
         [
             SegmentWindow(
                 round=round_, film=f, kind=kind, index=i, start_s=s, end_s=e, log_index=entry.index
@@ -1219,6 +1223,19 @@ def segment_windows_publish(*, round_: Round, actor: str) -> list[SegmentWindow]
             for f, i, s, e in rows
         ]
     )
+    transaction.on_commit(partial(_precut_segment_clips, round_.pk))
+    return created
+
+
+def _precut_segment_clips(round_id: int) -> None:
+    """After commit: queue the clips' cutting. A failure here loses nothing (the windows are
+    committed and a missing clip is cut when a juror first needs it), so it is only logged."""
+    from juries.segment_judging import segment_clips_precut
+
+    try:
+        segment_clips_precut(round_id=round_id)
+    except Exception:
+        logger.exception("pre-cutting the segment clips of round %s failed", round_id)
 
 
 @transaction.atomic

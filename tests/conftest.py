@@ -187,3 +187,25 @@ def _sqlite_flush_past_append_only_triggers(request):
             cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
             for (name,) in cursor.fetchall():
                 cursor.execute(f'DROP TRIGGER IF EXISTS "{name}"')
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _session_task_queue():
+    """Tasks a test queues without a worker go to this session's own queue, removed at the
+    end, so the suite leaves nothing on the shared broker for a real worker to pick up."""
+    from duel.celery import app
+
+    if app.conf.task_always_eager:
+        yield
+        return
+    queue = f"duel-test-session-{os.getpid()}"
+    previous = app.conf.task_default_queue
+    app.conf.task_default_queue = queue
+    yield
+    app.conf.task_default_queue = previous
+    import redis
+
+    try:
+        redis.Redis.from_url(settings.REDIS_URL).delete(queue)
+    except redis.RedisError:  # pragma: no cover - the broker went away; nothing to clean
+        pass

@@ -198,3 +198,32 @@ def test_segment_page_refuses_other_accounts_and_finishes(client, segment_round)
         services.segment_vote_record(juror=juror, window_a=second, window_b=first, outcome="b")
     html = client.get(page).content.decode()
     assert 'id="segments-finished"' in html and "/vote" not in html
+
+
+def test_publishing_the_windows_cuts_every_clip_before_any_juror_asks(
+    jury_round, plan_jury, judging, six_second_film, django_capture_on_commit_callbacks, monkeypatch
+):
+    from duel.celery import app
+    from media_pipeline.models import MediaJob
+
+    monkeypatch.setitem(app.conf, "task_always_eager", True)  # the task runs in this process
+    round_ = jury_round(entries=2, film=six_second_film)
+    for run in Run.objects.filter(entry__round=round_).select_related("accepted_attempt"):
+        _record_proxy(run)
+    _, seated = plan_jury(round_, jurors={"audience": 1})
+    judging(round_)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        windows = services.segment_windows_publish(round_=round_, actor="t")
+    assert len(callbacks) == 1
+    films = {w.film_id for w in windows}
+    assert MediaJob.objects.filter(kind="segments", state="succeeded").count() == len(films)
+    for window in windows:
+        proxy = segment_judging.film_proxy(window.film)
+        assert SegmentClip.objects.filter(
+            proxy=proxy, start_s=round(window.start_s, 3), end_s=round(window.end_s, 3)
+        ).exists(), window
+    # The page finds them: nothing new is cut for the first assignment.
+    clips = SegmentClip.objects.count()
+    first, second = segment_judging.segment_pairs_pending(seated["audience"][0], round_)[0]
+    assert segment_judging.segment_clip(first) and segment_judging.segment_clip(second)
+    assert SegmentClip.objects.count() == clips
