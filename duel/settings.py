@@ -144,9 +144,17 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 300.0,
         "args": (900.0,),
     },
+    # Engine requests a dead worker left running are failed and their credit released.
+    "reap-stale-engine-requests": {
+        "task": "rounds.tasks.reap_stale_engine_requests",
+        "schedule": 300.0,
+    },
     # Scratch files of killed workers (older than any task can run) are removed.
     "sweep-scratch": {"task": "media_pipeline.sweep_scratch", "schedule": 3600.0},
 }
+# The longest one engine call may take: an engine slot's lease, and the age after which the
+# reaper fails a request still "running" (its worker died) and releases its credit.
+DUEL_ENGINE_REQUEST_TIMEOUT_S = float(os.environ.get("DUEL_ENGINE_REQUEST_TIMEOUT_S", 1800))
 DUEL_SCRATCH_MAX_AGE_S = float(
     os.environ.get("DUEL_SCRATCH_MAX_AGE_S", CELERY_TASK_TIME_LIMIT + 3600)
 )

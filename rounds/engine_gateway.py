@@ -409,3 +409,53 @@ def engine_request_execute(request_id: int) -> EngineRequest:
             provider_request_id=clip.provider_request_id,
             cost=clip.cost.to_json(),
         )
+
+
+@dataclass(frozen=True)
+class EngineReap:
+    failed: list[int]
+    requeued: list[int]
+
+
+def engine_requests_reap(*, older_than_s: float | None = None) -> EngineReap:
+    """Take care of engine requests that a dead worker left behind.
+
+    A request "running" for longer than ``older_than_s`` (default: the engine request timeout)
+    lost its worker mid-call: it is finished as an infrastructure failure, so its reserved
+    credit is released, nothing is charged, the entry's concurrency is freed and the
+    entrant's client sees the failure. A request still "queued" that long whose dispatcher
+    died after taking it off the queue is queued again (only when the queue no longer holds
+    it); ``engine_request_start`` runs a request once whichever delivery reaches it first.
+    """
+    from rounds.engine_queue import queue_for
+
+    age = settings.DUEL_ENGINE_REQUEST_TIMEOUT_S if older_than_s is None else older_than_s
+    cutoff = timezone.now() - timedelta(seconds=float(age))
+    failed = []
+    for request in EngineRequest.objects.filter(
+        state=EngineRequest.State.RUNNING, started_at__lt=cutoff
+    ):
+        done = engine_request_finish(
+            request=request,
+            failure_reason="infrastructure_failure",
+            error=f"the worker running this request stopped; no answer after {age:g} s",
+        )
+        if done.state == EngineRequest.State.FAILED:
+            failed.append(done.pk)
+    requeued: list[int] = []
+    rounds: set[int] = set()
+    stranded = EngineRequest.objects.filter(
+        state=EngineRequest.State.QUEUED, created_at__lt=cutoff
+    ).select_related("entry")
+    for request in stranded:
+        queue = queue_for(request.entry.round_id)
+        if not queue.holds(request.entry_id, request.pk):
+            queue.push(request.entry_id, request.pk)
+            requeued.append(request.pk)
+            rounds.add(request.entry.round_id)
+    if rounds:
+        from rounds.tasks import engine_dispatch
+
+        for round_id in sorted(rounds):
+            transaction.on_commit(lambda r=round_id: engine_dispatch.delay(r))
+    return EngineReap(failed=failed, requeued=requeued)

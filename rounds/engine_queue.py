@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import random
 import threading
+import time
+import uuid
 from collections import deque
 from typing import Protocol as TypingProtocol
 
@@ -28,17 +30,16 @@ if redis.call('LLEN', list) == 0 then redis.call('SREM', KEYS[1], entrant) end
 return item
 """
 
+# Engine slots are leases: a sorted set of holder tokens scored by when they were taken.
+# Expired leases (their worker died without releasing) are dropped before counting, so a dead
+# worker's slot comes back after one lease even while other workers keep the round busy.
 _ACQUIRE = """
-local held = tonumber(redis.call('GET', KEYS[1]) or '0')
-if held >= tonumber(ARGV[1]) then return 0 end
-redis.call('INCR', KEYS[1])
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-return 1
-"""
-
-_RELEASE = """
-local held = tonumber(redis.call('GET', KEYS[1]) or '0')
-if held > 0 then redis.call('DECR', KEYS[1]) end
+local now = redis.call('TIME')
+local now_s = tonumber(now[1]) + tonumber(now[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now_s - tonumber(ARGV[2]))
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now_s, ARGV[3])
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 60)
 return 1
 """
 
@@ -47,22 +48,22 @@ class EngineQueue(TypingProtocol):
     def push(self, entrant: int, request: int) -> None: ...
     def pop(self) -> int | None: ...
     def pending(self) -> int: ...
-    def acquire_slot(self, limit: int) -> bool: ...
-    def release_slot(self) -> None: ...
+    def holds(self, entrant: int, request: int) -> bool: ...
+    def acquire_slot(self, limit: int) -> str | None: ...
+    def release_slot(self, lease: str) -> None: ...
 
 
 class RedisFairQueue:
     """The production queue: per-entrant lists plus a set of entrants with pending work."""
 
-    def __init__(self, client, namespace: int | str, *, slot_ttl_s: int = 3600) -> None:
+    def __init__(self, client, namespace: int | str, *, lease_s: float = 3600.0) -> None:
         self.client = client
         self.prefix = f"duel:engine:{namespace}:"
         self.active = self.prefix + "active"
-        self.slots = self.prefix + "slots"
-        self.slot_ttl_s = slot_ttl_s
+        self.slots = self.prefix + "leases"
+        self.lease_s = float(lease_s)
         self._pop = client.register_script(_POP)
         self._acquire = client.register_script(_ACQUIRE)
-        self._release = client.register_script(_RELEASE)
 
     def push(self, entrant: int, request: int) -> None:
         pipe = self.client.pipeline(transaction=True)
@@ -80,11 +81,17 @@ class RedisFairQueue:
             for e in self.client.smembers(self.active)
         )
 
-    def acquire_slot(self, limit: int) -> bool:
-        return bool(self._acquire(keys=[self.slots], args=[limit, self.slot_ttl_s]))
+    def holds(self, entrant: int, request: int) -> bool:
+        return self.client.lpos(f"{self.prefix}q:{entrant}", request) is not None
 
-    def release_slot(self) -> None:
-        self._release(keys=[self.slots])
+    def acquire_slot(self, limit: int) -> str | None:
+        """A lease on one of ``limit`` engine slots, or None when all are held."""
+        lease = uuid.uuid4().hex
+        taken = self._acquire(keys=[self.slots], args=[limit, self.lease_s, lease])
+        return lease if taken else None
+
+    def release_slot(self, lease: str) -> None:
+        self.client.zrem(self.slots, lease)
 
     def clear(self) -> None:
         for key in self.client.scan_iter(self.prefix + "*"):
@@ -95,12 +102,21 @@ class LocalFairQueue:
     """The embedded default's stand-in: the same rule in one process."""
 
     _queues: dict[int, dict[int, deque[int]]] = {}
-    _slots: dict[int, int] = {}
+    _leases: dict[int, dict[str, float]] = {}
     _lock = threading.Lock()
 
-    def __init__(self, round_id: int, rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        round_id: int,
+        rng: random.Random | None = None,
+        *,
+        lease_s: float = 3600.0,
+        clock=time.monotonic,
+    ) -> None:
         self.round_id = round_id
         self.rng = rng or random.SystemRandom()
+        self.lease_s = float(lease_s)
+        self.clock = clock
 
     def push(self, entrant: int, request: int) -> None:
         with self._lock:
@@ -118,17 +134,26 @@ class LocalFairQueue:
         with self._lock:
             return sum(len(q) for q in self._queues.get(self.round_id, {}).values())
 
-    def acquire_slot(self, limit: int) -> bool:
+    def holds(self, entrant: int, request: int) -> bool:
         with self._lock:
-            held = self._slots.get(self.round_id, 0)
-            if held >= limit:
-                return False
-            self._slots[self.round_id] = held + 1
-            return True
+            return request in self._queues.get(self.round_id, {}).get(entrant, ())
 
-    def release_slot(self) -> None:
+    def acquire_slot(self, limit: int) -> str | None:
+        now = self.clock()
         with self._lock:
-            self._slots[self.round_id] = max(0, self._slots.get(self.round_id, 0) - 1)
+            leases = self._leases.setdefault(self.round_id, {})
+            for lease, taken in list(leases.items()):
+                if now - taken > self.lease_s:
+                    del leases[lease]
+            if len(leases) >= limit:
+                return None
+            lease = uuid.uuid4().hex
+            leases[lease] = now
+            return lease
+
+    def release_slot(self, lease: str) -> None:
+        with self._lock:
+            self._leases.get(self.round_id, {}).pop(lease, None)
 
 
 def queue_for(round_id: int) -> EngineQueue:
@@ -140,8 +165,12 @@ def queue_for(round_id: int) -> EngineQueue:
         # Keyed by database too, so two deployments (or test databases) sharing a Redis never
         # mix their queues.
         namespace = f"{connection.settings_dict['NAME']}:{round_id}"
-        return RedisFairQueue(redis.Redis.from_url(settings.REDIS_URL), namespace)
-    return LocalFairQueue(round_id)
+        return RedisFairQueue(
+            redis.Redis.from_url(settings.REDIS_URL),
+            namespace,
+            lease_s=settings.DUEL_ENGINE_REQUEST_TIMEOUT_S,
+        )
+    return LocalFairQueue(round_id, lease_s=settings.DUEL_ENGINE_REQUEST_TIMEOUT_S)
 
 
 def drain(queue: EngineQueue, limit: int, execute) -> int:
@@ -152,7 +181,8 @@ def drain(queue: EngineQueue, limit: int, execute) -> int:
     """
     ran = 0
     while True:
-        if not queue.acquire_slot(limit):
+        lease = queue.acquire_slot(limit)
+        if lease is None:
             return ran
         try:
             request = queue.pop()
@@ -160,6 +190,6 @@ def drain(queue: EngineQueue, limit: int, execute) -> int:
                 execute(request)
                 ran += 1
         finally:
-            queue.release_slot()
+            queue.release_slot(lease)
         if request is None and queue.pending() == 0:
             return ran

@@ -43,3 +43,12 @@ def reap_stale_runs(older_than_s: float = 600.0) -> list[int]:
     for run_id in stale:
         run_operate.delay(run_id)
     return stale
+
+
+@shared_task(ignore_result=True)
+def reap_stale_engine_requests() -> dict[str, list[int]]:
+    """Fail engine requests a dead worker left running; queue again those it dropped."""
+    from rounds.engine_gateway import engine_requests_reap
+
+    reaped = engine_requests_reap()
+    return {"failed": reaped.failed, "requeued": reaped.requeued}

@@ -245,3 +245,118 @@ def test_fair_queue_shares_are_equal_over_many_requests(settings):
     }
     # FIFO would give means 150, 450, 750; fair interleaving keeps them near 450.
     assert all(335 <= m <= 565 for m in mean_position.values()), mean_position
+
+
+# ---------------------------------------------------------------------------------------------
+# A worker killed mid-request: its slot lease lapses, the reaper releases its credit
+
+
+def test_a_dead_workers_engine_slot_comes_back_after_its_lease():
+    from rounds.engine_queue import LocalFairQueue
+
+    now = [0.0]
+    queue = LocalFairQueue(424242, lease_s=60, clock=lambda: now[0])
+    dead = queue.acquire_slot(1)  # its worker dies holding it
+    assert dead is not None and queue.acquire_slot(1) is None
+    now[0] = 59.0
+    assert queue.acquire_slot(1) is None  # still within the lease
+    now[0] = 61.0
+    alive = queue.acquire_slot(1)
+    assert alive is not None and alive != dead
+    queue.release_slot(alive)
+    assert queue.acquire_slot(1) is not None
+
+
+def test_redis_slot_leases_lapse_even_while_the_round_stays_busy(require_redis):
+    import time
+    import uuid
+
+    from rounds.engine_queue import RedisFairQueue
+
+    queue = RedisFairQueue(require_redis, f"lease-test-{uuid.uuid4().hex}", lease_s=1.5)
+    queue.clear()
+    dead = queue.acquire_slot(2)  # never released
+    assert dead is not None
+    start = time.monotonic()
+    while time.monotonic() - start < 0.5:  # a second worker keeps using the other slot
+        lease = queue.acquire_slot(2)
+        assert lease is not None
+        assert queue.acquire_slot(2) is None  # both slots are held: the dead lease counts
+        queue.release_slot(lease)
+        time.sleep(0.05)
+    while time.monotonic() - start < 1.8:  # still busy while the dead lease runs out
+        lease = queue.acquire_slot(2)
+        assert lease is not None
+        queue.release_slot(lease)
+        time.sleep(0.05)
+    both = [queue.acquire_slot(2), queue.acquire_slot(2)]  # the dead lease lapsed
+    assert None not in both
+    queue.push(7, 70)
+    assert queue.holds(7, 70) and not queue.holds(7, 71) and not queue.holds(8, 70)
+    queue.clear()
+
+
+def test_the_reaper_fails_a_request_its_worker_left_running_and_releases_the_credit(
+    client, held_dispatch, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rounds.engine_gateway import engine_request_start, engine_requests_reap
+
+    round_ = _cve_round(entries=1, credit=Decimal("3.00"), concurrency=1)
+    ((token, run),) = _started_runs(round_)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert _post(client, token, _body(run, params={"seconds": 2})).status_code == 202
+    queue = queue_for(round_.pk)
+    request = EngineRequest.objects.get()
+    assert queue.pop() == request.pk
+    engine_request_start(request=request)  # the worker took it, then was killed
+    refused = _post(client, token, _body(run, params={"seconds": 1}))
+    assert refused.status_code == 429  # the dead request holds the entry's concurrency
+
+    assert engine_requests_reap(older_than_s=600).failed == []  # not stale yet
+    EngineRequest.objects.filter(pk=request.pk).update(
+        started_at=timezone.now() - timedelta(seconds=601)
+    )
+    reaped = engine_requests_reap(older_than_s=600)
+    assert reaped.failed == [request.pk] and reaped.requeued == []
+    request.refresh_from_db()
+    assert request.state == "failed" and request.charged_credits == 0
+    assert "worker running this request stopped" in request.error
+    usage = client.get("/api/v1/engine/usage", HTTP_AUTHORIZATION=f"Bearer {token}").json()
+    assert Decimal(usage["credits_held"]) == 0
+    assert verify_gateway_log(run.entry) is None
+    assert _post(client, token, _body(run, params={"seconds": 2})).status_code == 202
+    assert engine_requests_reap(older_than_s=600).failed == []  # nothing twice
+
+
+def test_the_reaper_queues_again_a_request_its_dispatcher_dropped(
+    client, held_dispatch, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from rounds.engine_gateway import engine_requests_reap
+
+    round_ = _cve_round(entries=1, concurrency=5)
+    ((token, run),) = _started_runs(round_)
+    with django_capture_on_commit_callbacks(execute=True):
+        for _ in range(2):
+            assert _post(client, token, _body(run)).status_code == 202
+    dropped, waiting = EngineRequest.objects.order_by("pk")
+    queue = queue_for(round_.pk)
+    assert queue.pop() == dropped.pk  # the dispatcher died right after taking it
+    EngineRequest.objects.update(created_at=timezone.now() - timedelta(seconds=601))
+    with django_capture_on_commit_callbacks(execute=False) as dispatches:
+        reaped = engine_requests_reap(older_than_s=600)
+    assert reaped.requeued == [dropped.pk] and reaped.failed == []
+    assert len(dispatches) == 1  # the round's dispatcher is woken
+    assert engine_requests_reap(older_than_s=600).requeued == []  # the queue holds it now
+    assert queue.pending() == 2
+    ran = []
+    drain(queue, 1, lambda pk: ran.append(engine_request_execute(pk).pk))
+    assert sorted(ran) == [dropped.pk, waiting.pk]
+    assert set(EngineRequest.objects.values_list("state", flat=True)) == {"succeeded"}
