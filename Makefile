@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	@scripts/system-deps.sh ffmpeg
 	$(PY) manage.py migrate --noinput
-	$(PY) manage.py demo
+	$(PY) manage.py demo --site-url http://$(HOST):$(PORT)
 	$(PY) manage.py runserver $(HOST):$(PORT)
 
 test: $(STAMP)

@@ -55,6 +55,11 @@ class Command(BaseCommand):
         parser.add_argument("--prompts", type=int, default=2, help="prompts per round")
         parser.add_argument("--skip-engine", action="store_true", help="no common-engine round")
         parser.add_argument("--voters", type=int, default=120, help="synthetic demo voters")
+        parser.add_argument(
+            "--site-url",
+            default="http://127.0.0.1:8000",
+            help="where the site will be served, for the links printed at the end",
+        )
 
     def handle(self, *args, **options):
         for key in ("ai-duel-0.1", "tovaki-2026-r1"):
@@ -69,7 +74,7 @@ class Command(BaseCommand):
         tovaki = self._tovaki_round()
         self._operate(tovaki)
         self._votes(bcs, options["voters"])
-        self._summary(password)
+        self._summary(password, options["site_url"].rstrip("/"))
 
     # -- set-up
 
@@ -304,11 +309,9 @@ class Command(BaseCommand):
         if not Ballot.objects.filter(round=round_).exists():
             call_command("simulate_votes", round_.slug, voters=voters, seed=7)
 
-    def _summary(self, password: str) -> None:
+    def _summary(self, password: str, site: str) -> None:
         self.stdout.write(self.style.SUCCESS("\nDemo ready."))
-        self.stdout.write(
-            f"  Staff admin:  http://127.0.0.1:8000/admin/  ({ADMIN_USERNAME} / {password})"
-        )
-        self.stdout.write("  Vote blind:   http://127.0.0.1:8000/vote/")
-        self.stdout.write("  Results:      http://127.0.0.1:8000/results/")
-        self.stdout.write("  Log:          http://127.0.0.1:8000/api/v1/log/checkpoint")
+        self.stdout.write(f"  Staff admin:  {site}/admin/  ({ADMIN_USERNAME} / {password})")
+        self.stdout.write(f"  Vote blind:   {site}/vote/")
+        self.stdout.write(f"  Results:      {site}/results/")
+        self.stdout.write(f"  Log:          {site}/api/v1/log/checkpoint")
