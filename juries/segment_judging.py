@@ -113,9 +113,8 @@ def segment_clips_precut(*, round_id: int, kind: str = SegmentWindow.Kind.WITHIN
     from media_pipeline.tasks import segments_cut_task
 
     windows: dict[int, list[SegmentWindow]] = defaultdict(list)
-    for window in SegmentWindow.objects.filter(round_id=round_id, kind=kind).select_related(
-        "film__run"
-    ):
+    published = SegmentWindow.objects.filter(round_id=round_id, kind=kind)
+    for window in published.select_related("film__run").order_by("film_id", "index"):
         windows[window.film_id].append(window)
     queued = 0
     for film_windows in windows.values():
@@ -123,14 +122,9 @@ def segment_clips_precut(*, round_id: int, kind: str = SegmentWindow.Kind.WITHIN
             proxy = film_proxy(film_windows[0].film)
         except services.JuryError:
             continue
-        spans = [[float(w.start_s), float(w.end_s)] for w in sorted(film_windows, key=_index)]
-        segments_cut_task.delay(proxy.pk, spans)
+        segments_cut_task.delay(proxy.pk, [[w.start_s, w.end_s] for w in film_windows])
         queued += 1
     return queued
-
-
-def _index(window: SegmentWindow) -> int:
-    return window.index
 
 
 def clip_duration_s(clip) -> float:

@@ -27,7 +27,13 @@ from django.views.decorators.http import require_GET, require_POST
 
 from juries import playback, segment_judging, services
 from juries.models import SegmentWindow
-from juries.views import LOGIN_URL, _juror, media_response, parse_heartbeat
+from juries.views import (
+    LOGIN_URL,
+    _juror,
+    heartbeat_response,
+    media_response,
+    parse_heartbeat,
+)
 from media_pipeline.models import MediaFile
 from rounds.models import Round
 
@@ -46,20 +52,24 @@ def _assignment(request: HttpRequest, token: str) -> dict[str, Any]:
     return found
 
 
-def _complete(assignment: dict[str, Any], slot: int, rules: playback.ProofRules) -> bool:
+def _proof(
+    assignment: dict[str, Any], slot: int, rules: playback.ProofRules
+) -> tuple[playback.ProofState, playback.Verdict]:
+    """A clip's proof state and where it stands against the clip's probed duration."""
     state = playback.ProofState.from_json(assignment["proofs"][slot])
-    return playback.proof_verdict(
-        state, duration_s=assignment["durations"][slot], rules=rules
-    ).complete
+    duration = assignment["durations"][slot]
+    return state, playback.proof_verdict(state, duration_s=duration, rules=rules)
+
+
+def _complete(assignment: dict[str, Any], slot: int, rules: playback.ProofRules) -> bool:
+    return _proof(assignment, slot, rules)[1].complete
 
 
 def _evidence(assignment: dict[str, Any], slot: int, rules: playback.ProofRules) -> dict:
     """What the vote record keeps of a clip's playback proof."""
-    state = playback.ProofState.from_json(assignment["proofs"][slot])
-    duration = assignment["durations"][slot]
-    verdict = playback.proof_verdict(state, duration_s=duration, rules=rules)
+    state, verdict = _proof(assignment, slot, rules)
     return {
-        "duration_s": duration,
+        "duration_s": assignment["durations"][slot],
         "heartbeats": state.last_seq + 1,
         "watched_s": verdict.watched_s,
         "coverage": verdict.coverage,
@@ -180,15 +190,7 @@ def segment_beat(request: HttpRequest, token: str, slot: int) -> JsonResponse:
     assignment["proofs"][slot] = state.to_json()
     request.session.modified = True
     verdict = playback.proof_verdict(state, duration_s=duration, rules=rules)
-    return JsonResponse(
-        {
-            "ok": True,
-            "outcome": outcome,
-            "coverage": verdict.coverage,
-            "reached_ending": verdict.reached_ending,
-            "complete": verdict.complete,
-        }
-    )
+    return heartbeat_response(outcome, verdict)
 
 
 @login_required(login_url=LOGIN_URL)

@@ -34,7 +34,7 @@ from django.views.decorators.http import require_GET, require_POST
 from juries import selectors, services
 from juries.forms import AttentionForm, ScorecardForm
 from juries.models import Juror, JuryPlan, ScreeningSession, SegmentWindow, Viewing
-from juries.playback import Heartbeat
+from juries.playback import Heartbeat, Verdict
 
 LOGIN_URL = "/jury/login/"
 
@@ -259,6 +259,11 @@ def viewing_beat(request: HttpRequest, viewing_id) -> JsonResponse:
         )
     except ValidationError as exc:
         return JsonResponse({"ok": False, "errors": _messages(exc)}, status=409)
+    return heartbeat_response(outcome, verdict)
+
+
+def heartbeat_response(outcome: str, verdict: Verdict) -> JsonResponse:
+    """The answer to an accepted heartbeat: what it did and where the proof stands."""
     return JsonResponse(
         {
             "ok": True,
