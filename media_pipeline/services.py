@@ -248,30 +248,53 @@ def proxy_build(
         if not verification.ok:
             raise ProxyVerificationFailed(verification)
         name = publish(target, suffix=".mp4")
+    return _record_published(
+        name,
+        verification,
+        kind=MediaFile.Kind.PROXY,
+        record=lambda proxy_file: Proxy.objects.create(
+            original=media_file,
+            proxy_file=proxy_file,
+            protocol_key=protocol_key,
+            recipe=record,
+            recipe_sha256=recipe_sha256,
+            ffmpeg_version=ffmpeg_version(),
+            verification=verification.as_dict(),
+        ),
+        existing=lambda: Proxy.objects.select_related("proxy_file").get(
+            original=media_file, recipe_sha256=recipe_sha256
+        ),
+    )
+
+
+def _record_published(
+    name: str,
+    verification: ProxyVerification,
+    *,
+    kind: str,
+    record: Callable[[MediaFile], Any],
+    existing: Callable[[], Any],
+):
+    """Record a verified file just published under ``name`` and the row built on it.
+
+    ``record(media_file)`` creates that row. When another delivery of the same task has
+    recorded it first (a unique constraint), its row is kept, ours is dropped and
+    ``existing()`` returns theirs; on any other failure our file is deleted again, so storage
+    never holds a file without its row.
+    """
     try:
         with transaction.atomic():
-            proxy_file = MediaFile.objects.create(
-                kind=MediaFile.Kind.PROXY,
+            media_file = MediaFile.objects.create(
+                kind=kind,
                 storage_name=name,
                 sha256=verification.sha256,
                 size_bytes=verification.size_bytes,
                 content_type="video/mp4",
             )
-            return Proxy.objects.create(
-                original=media_file,
-                proxy_file=proxy_file,
-                protocol_key=protocol_key,
-                recipe=record,
-                recipe_sha256=recipe_sha256,
-                ffmpeg_version=ffmpeg_version(),
-                verification=verification.as_dict(),
-            )
+            return record(media_file)
     except IntegrityError:
-        # Another delivery of the same task won the race; keep its proxy, drop ours.
         delete_quietly(name)
-        return Proxy.objects.select_related("proxy_file").get(
-            original=media_file, recipe_sha256=recipe_sha256
-        )
+        return existing()
     except BaseException:
         delete_quietly(name)
         raise
@@ -334,28 +357,19 @@ def _segment_clip(
         if not verification.ok:
             raise ProxyVerificationFailed(verification)
         name = publish(target, suffix=".mp4")
-    try:
-        with transaction.atomic():
-            clip_file = MediaFile.objects.create(
-                kind=MediaFile.Kind.SEGMENT,
-                storage_name=name,
-                sha256=verification.sha256,
-                size_bytes=verification.size_bytes,
-                content_type="video/mp4",
-            )
-            return SegmentClip.objects.create(
-                proxy=proxy,
-                start_s=start_s,
-                end_s=end_s,
-                clip_file=clip_file,
-                verification=verification.as_dict(),
-            )
-    except IntegrityError:
-        delete_quietly(name)
-        return SegmentClip.objects.get(proxy=proxy, start_s=start_s, end_s=end_s)
-    except BaseException:
-        delete_quietly(name)
-        raise
+    return _record_published(
+        name,
+        verification,
+        kind=MediaFile.Kind.SEGMENT,
+        record=lambda clip_file: SegmentClip.objects.create(
+            proxy=proxy,
+            start_s=start_s,
+            end_s=end_s,
+            clip_file=clip_file,
+            verification=verification.as_dict(),
+        ),
+        existing=lambda: SegmentClip.objects.get(proxy=proxy, start_s=start_s, end_s=end_s),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

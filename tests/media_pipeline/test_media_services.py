@@ -164,3 +164,36 @@ def test_tasks_record_jobs_with_progress(media):
         ).get()
     failed = MediaJob.objects.get(kind=MediaJob.Kind.ANALYSIS)
     assert failed.state == MediaJob.State.FAILED and "ThresholdsInvalid" in failed.error
+
+
+def test_a_delivery_that_loses_the_race_keeps_the_winners_clip_and_deletes_its_file(media):
+    """Two deliveries of one task cut the same window; the second to record keeps nothing."""
+    from types import SimpleNamespace
+
+    from media_pipeline.services import _record_published
+    from media_pipeline.storage import publish
+
+    stored = original_store(path=media.get("landscape.mp4"))
+    proxy = proxy_build(media_file=stored, protocol_key="ai-duel-0.1", canvas=CANVAS)
+    (winner,) = segments_cut(proxy=proxy, windows=[(0.5, 1.5)])
+    files = MediaFile.objects.count()
+    ours = media.get("landscape.mp4").read_bytes()
+    local = media.get("landscape.mp4").parent / "ours.mp4"
+    local.write_bytes(ours)
+    name = publish(local, suffix=".mp4")
+    assert default_storage.exists(name)
+    verification = SimpleNamespace(sha256=hashlib.sha256(ours).hexdigest(), size_bytes=len(ours))
+
+    kept = _record_published(
+        name,
+        verification,
+        kind=MediaFile.Kind.SEGMENT,
+        record=lambda clip_file: SegmentClip.objects.create(
+            proxy=proxy, start_s=0.5, end_s=1.5, clip_file=clip_file, verification={}
+        ),
+        existing=lambda: SegmentClip.objects.get(proxy=proxy, start_s=0.5, end_s=1.5),
+    )
+    assert kept.pk == winner.pk
+    assert not default_storage.exists(name)  # our copy is gone from storage
+    assert MediaFile.objects.count() == files  # and no row points at it
+    assert default_storage.exists(winner.clip_file.storage_name)
