@@ -330,6 +330,10 @@ def soundtrack_chunks(spec: FilmSpec) -> Iterator[bytes]:
             note += 1
 
 
+# The reference films' encoder settings: fast, small and deterministic (with -bitexact).
+_FAST_X264 = ("-c:v", "libx264", "-preset", "ultrafast", "-crf", "30", "-pix_fmt", "yuv420p")
+
+
 def _pcm_input(sample_rate: int) -> list[str]:
     return ["-f", "s16le", "-ar", str(sample_rate), "-ac", "1", "-i", "pipe:0"]
 
@@ -382,14 +386,7 @@ def render_command(spec: FilmSpec, *, text_files: Sequence[Path], out_path: Path
     if spec.audio:
         args += ["-map", f"{len(spec.scenes)}:a", "-c:a", "aac", "-b:a", "64k", "-ac", "1"]
     args += [
-        "-c:v",
-        "libx264",
-        "-preset",
-        "ultrafast",
-        "-crf",
-        "30",
-        "-pix_fmt",
-        "yuv420p",
+        *_FAST_X264,
         "-r",
         str(spec.fps),
         "-threads",
@@ -1178,14 +1175,7 @@ def assemble_film(
         args += [
             "-vf",
             f"scale={width}:{height}:flags=bilinear,setsar=1,fps={fps}",
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-crf",
-            "30",
-            "-pix_fmt",
-            "yuv420p",
+            *_FAST_X264,
             "-threads",
             "1",
             "-c:a",
