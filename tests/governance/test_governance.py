@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from datetime import timedelta
 from decimal import Decimal
 
@@ -21,39 +20,14 @@ from stats import bradley_terry, scorecards
 from stats.diagnostic_guard import DiagnosticNotRankable
 from stats.services import round_lock
 from tests import factories
+from tests.films import make_film
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(scope="module")
 def film(tmp_path_factory):
-    path = tmp_path_factory.mktemp("films") / "film.mp4"
-    subprocess.run(
-        [
-            "ffmpeg",
-            "-v",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc2=s=160x90:r=10:d=2",
-            "-f",
-            "lavfi",
-            "-i",
-            "sine=d=2",
-            "-shortest",
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-c:a",
-            "aac",
-            str(path),
-        ],
-        check=True,
-    )
-    return path
+    return make_film(tmp_path_factory.mktemp("films") / "film.mp4", size="160x90", rate=10)
 
 
 def _round_with_paths(**kwargs) -> Round:

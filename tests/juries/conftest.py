@@ -3,12 +3,11 @@ taken through the real services, and a planned jury."""
 
 from __future__ import annotations
 
-import subprocess
 from datetime import time, timedelta
+from functools import partial
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
@@ -17,54 +16,18 @@ from juries import services
 from juries.models import AttentionQuestion
 from rounds import services as round_services
 from tests import factories
-
-
-def make_film(path: Path, seconds: float, *, size: str = "160x90", tone: int = 440) -> Path:
-    """A real H.264/AAC MP4 of ``seconds`` with a test picture and a tone."""
-    subprocess.run(
-        [
-            settings.DUEL_FFMPEG,
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-            f"testsrc=size={size}:rate=12:duration={seconds}",
-            "-f",
-            "lavfi",
-            "-i",
-            f"sine=frequency={tone}:sample_rate=48000:duration={seconds}",
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-pix_fmt",
-            "yuv420p",
-            "-c:a",
-            "aac",
-            "-b:a",
-            "64k",
-            "-movflags",
-            "+faststart",
-            "-shortest",
-            str(path),
-        ],
-        check=True,
-        timeout=60,
-    )
-    return path
+from tests.films import make_film
 
 
 @pytest.fixture
 def film_factory():
-    return make_film
+    """``make(path, seconds)``: a small 160x90 film."""
+    return partial(make_film, size="160x90")
 
 
 @pytest.fixture(scope="session")
 def one_second_film(tmp_path_factory) -> Path:
-    return make_film(tmp_path_factory.mktemp("films") / "one-second.mp4", 1.0)
+    return make_film(tmp_path_factory.mktemp("films") / "one-second.mp4", 1.0, size="160x90")
 
 
 def anchors_for(round_) -> dict:

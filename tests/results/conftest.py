@@ -3,61 +3,24 @@ run services, synthetic demo votes through the ballot service, and staff users."
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 
 from rounds import services as round_services
 from rounds.models import Entry, Round, System, SystemVersion
 from tests import factories
+from tests.films import make_film
 
 FILM_SECONDS = 2
 
 
-def make_film(path: Path, *, tone: int = 440) -> Path:
-    """A real 2-second 320x180 H.264/AAC film with a test picture and a tone (ffmpeg lavfi)."""
-    subprocess.run(
-        [
-            settings.DUEL_FFMPEG,
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-            f"testsrc=size=320x180:rate=12:duration={FILM_SECONDS}",
-            "-f",
-            "lavfi",
-            "-i",
-            f"sine=frequency={tone}:sample_rate=48000:duration={FILM_SECONDS}",
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-pix_fmt",
-            "yuv420p",
-            "-c:a",
-            "aac",
-            "-shortest",
-            "-map_metadata",
-            "-1",
-            str(path),
-        ],
-        check=True,
-        timeout=60,
-    )
-    return path
-
-
 @pytest.fixture(scope="session")
 def film(tmp_path_factory) -> Path:
-    return make_film(tmp_path_factory.mktemp("results-films") / "film.mp4")
+    return make_film(tmp_path_factory.mktemp("results-films") / "film.mp4", FILM_SECONDS)
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,15 @@ import uuid
 
 import pytest
 
-from tests.voting.voting_support import make_film
+from tests.films import make_film
+from tests.voting.voting_support import FILM_SECONDS
 
 
 @pytest.fixture(scope="session")
 def films(tmp_path_factory) -> list:
     """Three real 3-second films (different tones), generated with ffmpeg."""
     base = tmp_path_factory.mktemp("voting-films")
-    return [make_film(base / f"film-{i}.mp4", frequency=330 + 110 * i) for i in range(3)]
+    return [make_film(base / f"film-{i}.mp4", FILM_SECONDS, tone=330 + 110 * i) for i in range(3)]
 
 
 @pytest.fixture(autouse=True)

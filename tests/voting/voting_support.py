@@ -6,7 +6,6 @@ import hashlib
 import hmac
 import json
 import random
-import subprocess
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -18,44 +17,6 @@ from voting import services
 from voting.models import Assignment, PlaybackSession
 
 FILM_SECONDS = 3
-
-
-def make_film(path: Path, *, seconds: float = FILM_SECONDS, frequency: int = 440) -> Path:
-    """A real short film: 320x180 test pattern with a sine tone, H.264/AAC in MP4, no metadata."""
-    subprocess.run(
-        [
-            "ffmpeg",
-            "-v",
-            "error",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-            f"testsrc=size=320x180:rate=12:duration={seconds}",
-            "-f",
-            "lavfi",
-            "-i",
-            f"sine=frequency={frequency}:duration={seconds}",
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-pix_fmt",
-            "yuv420p",
-            "-c:a",
-            "aac",
-            "-shortest",
-            "-movflags",
-            "+faststart",
-            "-map_metadata",
-            "-1",
-            "-fflags",
-            "+bitexact",
-            str(path),
-        ],
-        check=True,
-    )
-    return path
 
 
 def voting_round(
