@@ -26,6 +26,7 @@ from django.utils import timezone
 from duel.localserver import serving
 from rounds import services
 from rounds.models import Round, Run, System, SystemVersion
+from rounds.protocols import Protocol
 from rounds.runner import operate
 from rounds.samples import sample_checklist, sample_package
 
@@ -237,39 +238,54 @@ class Command(BaseCommand):
         return round_
 
     def _tovaki_round(self) -> Round:
+        """A round of Tovaki's fixed scope, read from its definition: one package per task
+        lane, one entry per model integration at the scope's tier, the budget gate's planned
+        and hard-maximum credits shared among the integrations."""
+        protocol = Protocol.load("tovaki-2026-r1")
+        scope, gate = protocol.fixed_scope, protocol.budget_gate
+        integrations = Decimal(scope["model_integrations"])
+        duration_class = next(
+            name
+            for name, spec in protocol.duration_classes.items()
+            if spec["target_s"] == scope["duration_seconds"]
+        )
+        aspect = scope["aspect_ratio"]
         round_, created = self._new_round(
             "demo-tovaki",
-            protocol="tovaki-2026-r1",
+            protocol=protocol.key,
             title="Demo: Tovaki blind benchmark (4 integrations x 6 task lanes)",
             result_type="leaderboard",
             benchmark_class="best_complete_system",
             prompt_track="brief_to_film",
-            duration_class="clip_6s",
-            aspect_ratio="9:16",
-            currency="Tovaki credits",
-            budget_per_system=Decimal("405"),
-            cost_ceiling=Decimal("810"),
+            duration_class=duration_class,
+            aspect_ratio=aspect,
+            currency=gate["currency"],
+            budget_per_system=Decimal(gate["first_pass_planned_credits"]) / integrations,
+            cost_ceiling=Decimal(gate["hard_maximum_with_one_technical_retry_per_cell"])
+            / integrations,
             retry_limit=1,
             human_action_cap=0,
         )
         if created:
-            # The fixed scope: one package per task lane, one entry per model integration.
-            for index, lane in enumerate(round_.protocol.task_lanes):
+            for index, lane in enumerate(protocol.task_lanes):
                 services.package_add(
                     round_=round_,
                     prompt_key=f"T{index + 1}",
                     task_lane=lane,
-                    content=sample_package(index, duration_class="clip_6s", aspect_ratio="9:16"),
+                    content=sample_package(
+                        index, duration_class=duration_class, aspect_ratio=aspect
+                    ),
                     checklist=sample_checklist(index),
                 )
-            for name, vendor, profile in TOVAKI_INTEGRATIONS:
+            tier = scope["resolution_tier"]
+            for name, vendor, profile in TOVAKI_INTEGRATIONS[: scope["model_integrations"]]:
                 services.entry_add(
                     round_=round_,
-                    system_version=self._system(name, vendor, customer_tier="720p"),
+                    system_version=self._system(name, vendor, customer_tier=tier),
                     provider_config={
                         "adapter": "reference",
                         "profile": profile,
-                        "short_side": 720,
+                        "short_side": int(tier.removesuffix("p")),
                         "fps": 24,
                         "system": name,
                     },
